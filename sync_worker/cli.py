@@ -1,0 +1,47 @@
+"""The ``sync-worker`` command line (click).
+
+Sub-commands live beside the code they drive and are attached here lazily, so that
+``sync-worker --help`` stays fast and a missing optional dependency only affects the
+command that needs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, List, Optional
+
+import click
+
+from . import __version__
+
+# name -> "module:attribute" of a click.Command
+_COMMANDS = {
+    "devserver": "sync_worker.devserver.cli:devserver_command",
+    "run": "sync_worker.worker.cli:run_command",
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> List[str]:
+        return sorted(set(super().list_commands(ctx)) | set(_COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> Optional[click.Command]:
+        target = _COMMANDS.get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        module_name, _, attribute = target.partition(":")
+        module = importlib.import_module(module_name)
+        command: Any = getattr(module, attribute)
+        if not isinstance(command, click.Command):  # pragma: no cover - programming error
+            raise TypeError(f"{target} is not a click command")
+        return command
+
+
+@click.group(cls=_LazyGroup)
+@click.version_option(__version__, prog_name="sync-worker")
+def main() -> None:
+    """sync-worker: a blocking-API worker for the Durable Workflow server."""
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

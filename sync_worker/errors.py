@@ -1,0 +1,571 @@
+"""One exception hierarchy for sync_worker.
+
+Names and attributes follow the published ``durable_workflow`` SDK so that code
+written against it (``except ActivityFailed as e: e.activity_type``) keeps working
+after the import line changes. Transport and server errors carry the HTTP status,
+the server's machine-readable ``reason`` and, where the server gave one, its retry
+delay (``retry_after_seconds`` in the body; the SDK contract never reads the header).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+__all__ = [
+    "ActivityCancelled",
+    "ActivityFailed",
+    "ActivityLeaseAuthorityLost",
+    "BackpressureError",
+    "ChildWorkflowCancelled",
+    "ChildWorkflowFailed",
+    "ChildWorkflowTerminated",
+    "Conflict",
+    "DuplicateRegistrationError",
+    "DurableWorkflowError",
+    "FailureReportTooLarge",
+    "Forbidden",
+    "InvalidArgument",
+    "InvalidWorkflowDefinition",
+    "NamespaceNotFound",
+    "NonDeterministicReplayError",
+    "NonRetryableError",
+    "FatalError",
+    "PayloadDecodeError",
+    "PayloadEncodeError",
+    "PayloadError",
+    "QueryFailed",
+    "QueryTaskAuthorityLost",
+    "RuntimeCapabilityUnsupported",
+    "RuntimeDiscoveryUnavailable",
+    "SagaCompensationFailed",
+    "ServerError",
+    "ServerUnavailable",
+    "SignalFailed",
+    "TransportError",
+    "Unauthorized",
+    "UnsupportedPayloadCodec",
+    "UpdateFailed",
+    "UpdateRejected",
+    "WorkerShutdown",
+    "WorkflowAlreadyStarted",
+    "WorkflowCancelled",
+    "WorkflowEntryArgumentsMismatchError",
+    "WorkflowFailed",
+    "WorkflowNotFound",
+    "WorkflowPayloadDecodeError",
+    "WorkflowTerminated",
+    "WorkflowTimedOut",
+]
+
+
+class DurableWorkflowError(Exception):
+    """Base class of every error sync_worker raises on purpose."""
+
+
+# ---------------------------------------------------------------------------
+# Payloads
+
+
+class PayloadError(DurableWorkflowError, ValueError):
+    """A value could not be turned into, or read back from, an Avro payload.
+
+    ``reason`` is the contract's machine-readable code (``invalid_payload_framing``,
+    ``unsupported_payload_schema``, ``unsupported_payload_codec``, ``integer_overflow``,
+    ``non_finite_float``, ``invalid_map_key``, ``unsupported_value_type``); ``path`` is a
+    JSONPath-like location inside the value (``$.items[3].when``) where one applies.
+    """
+
+    def __init__(self, message: str, *, reason: str, path: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.path = path
+
+
+class PayloadEncodeError(PayloadError):
+    """A Python value has no representation in the Avro Value schema."""
+
+
+class PayloadDecodeError(PayloadError):
+    """A blob is not a valid single-object Avro Value datum."""
+
+
+class UnsupportedPayloadCodec(PayloadDecodeError):
+    """The envelope names a codec other than ``avro`` (or none at all)."""
+
+    def __init__(self, codec: object) -> None:
+        super().__init__(
+            f"unsupported_payload_codec: {codec!r}; only the 'avro' codec is accepted",
+            reason="unsupported_payload_codec",
+        )
+        self.codec = codec
+
+
+# ---------------------------------------------------------------------------
+# Transport and server refusals
+
+
+class TransportError(DurableWorkflowError):
+    """The request never produced an HTTP response (connect/read failure or timeout).
+
+    The message never repeats the underlying library's text, which can contain URLs
+    or credentials; the original exception is chained as ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, route: Optional[str] = None, timeout: bool = False) -> None:
+        super().__init__(message)
+        self.route = route
+        self.timeout = timeout
+
+
+class ServerError(DurableWorkflowError):
+    """The server answered with an error status (or an invalid body).
+
+    ``status`` is the HTTP status, ``body`` the parsed JSON body (or the raw text),
+    ``retry_after_seconds`` the server's advertised delay when present in the body.
+    """
+
+    def __init__(self, status: int, body: object, *, route: Optional[str] = None) -> None:
+        self.status = status
+        self.body = body
+        self.route = route
+        super().__init__(self._describe())
+
+    def _describe(self) -> str:
+        reason = self.reason()
+        text = f"server returned {self.status}"
+        if reason:
+            text += f" reason={reason!r}"
+        message = self.body.get("message") if isinstance(self.body, dict) else None
+        if isinstance(message, str) and message:
+            text += f": {message[:200]}"
+        return text
+
+    def reason(self) -> Optional[str]:
+        """The body's machine-readable ``reason``, if any."""
+        if isinstance(self.body, dict):
+            value = self.body.get("reason")
+            return value if isinstance(value, str) else None
+        return None
+
+    @property
+    def retry_after_seconds(self) -> Optional[float]:
+        """The server's advertised retry delay (body field), if it gave a positive one."""
+        if isinstance(self.body, dict):
+            value = self.body.get("retry_after_seconds")
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                return float(value)
+        return None
+
+    @property
+    def retryable(self) -> bool:
+        """Whether repeating the same request later may succeed."""
+        if isinstance(self.body, dict) and isinstance(self.body.get("retryable"), bool):
+            return bool(self.body["retryable"])
+        return self.status >= 500 or self.status == 429
+
+    def poll_capacity_backpressure_delay(self, task_kind: str, task_queue: str) -> Optional[int]:
+        """The advertised wait of a complete typed 429 poll-capacity refusal, else None."""
+        body = self.body
+        if self.status != 429 or not isinstance(body, dict):
+            return None
+        delay = body.get("retry_after_seconds")
+        complete = (
+            body.get("reason") == "long_poll_capacity_exhausted"
+            and body.get("poll_status") == "long_poll_capacity_exhausted"
+            and "task" in body
+            and body["task"] is None
+            and body.get("task_kind") == task_kind
+            and body.get("task_queue") == task_queue
+            and body.get("retryable") is True
+            and type(delay) is int
+            and 0 < delay <= 60
+        )
+        return delay if complete and isinstance(delay, int) else None
+
+    def worker_deregistration_retry_delay(self, worker_id: str, registration_token: str) -> Optional[int]:
+        """The delay of an identity-preserving fenced-deregistration transient, else None."""
+        body = self.body
+        if self.status != 503 or not isinstance(body, dict):
+            return None
+        delay = body.get("retry_after_seconds")
+        complete = (
+            body.get("reason") in ("backend_lock_pressure", "backend_unavailable")
+            and body.get("operation") == "deregister_worker"
+            and body.get("outcome") == "unknown"
+            and body.get("worker_id") == worker_id
+            and body.get("registration_token") == registration_token
+            and body.get("retryable") is True
+            and type(delay) is int
+            and 0 < delay <= 60
+        )
+        return delay if complete and isinstance(delay, int) else None
+
+
+class Unauthorized(ServerError):
+    """HTTP 401: the credentials were missing or rejected."""
+
+
+class Forbidden(ServerError):
+    """HTTP 403: the credentials are valid but lack the permission."""
+
+
+class InvalidArgument(ServerError):
+    """HTTP 422 (or 400): the server refused the request's content."""
+
+    @property
+    def errors(self) -> Optional[Dict[str, Any]]:
+        if isinstance(self.body, dict):
+            value = self.body.get("validation_errors") or self.body.get("errors")
+            if isinstance(value, dict):
+                return value
+        return None
+
+
+class Conflict(ServerError):
+    """HTTP 409 not covered by a more specific class (lease/fencing refusals and the like)."""
+
+
+class BackpressureError(ServerError):
+    """HTTP 429 or 503: the server is busy; ``retry_after_seconds`` says when to come back."""
+
+
+class ServerUnavailable(BackpressureError):
+    """HTTP 502/503/504 without a more specific meaning."""
+
+
+class WorkflowNotFound(ServerError):
+    """HTTP 404 for a workflow (or run) that does not exist."""
+
+    @property
+    def workflow_id(self) -> Optional[str]:
+        return self.body.get("workflow_id") if isinstance(self.body, dict) else None
+
+
+class NamespaceNotFound(ServerError):
+    """HTTP 404 ``namespace_not_found``."""
+
+
+class WorkflowAlreadyStarted(ServerError):
+    """HTTP 409 ``duplicate_not_allowed`` / ``instance_already_started``."""
+
+
+class SignalFailed(ServerError):
+    """A signal was refused (unknown signal, closed run, bad arguments, request_id conflict)."""
+
+    @property
+    def request_id(self) -> Optional[str]:
+        return self.body.get("request_id") if isinstance(self.body, dict) else None
+
+
+class QueryFailed(ServerError):
+    """A query was refused, rejected by the workflow, or timed out waiting for a worker."""
+
+
+class UpdateFailed(InvalidArgument):
+    """A workflow update failed or was refused."""
+
+
+class UpdateRejected(ServerError):
+    """A workflow update was rejected by its validator."""
+
+
+# ---------------------------------------------------------------------------
+# Discovery / negotiation
+
+
+class RuntimeDiscoveryUnavailable(DurableWorkflowError):
+    """The server's cluster info could not be read or is not usable."""
+
+    def __init__(self, operation: str, detail: str) -> None:
+        super().__init__(f"{operation}: runtime discovery unavailable: {detail}")
+        self.operation = operation
+        self.detail = detail
+
+
+class RuntimeCapabilityUnsupported(DurableWorkflowError):
+    """The server does not advertise a capability the operation needs."""
+
+    def __init__(self, capability: str, detail: str = "") -> None:
+        super().__init__(f"{capability}: the server does not advertise this capability. {detail}".strip())
+        self.capability = capability
+
+
+# ---------------------------------------------------------------------------
+# Worker-side outcomes
+
+
+class FailureReportTooLarge(DurableWorkflowError, ValueError):
+    """A failure report's identity cannot fit the request budget even without optional text."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        super().__init__(
+            f"failure report identity or semantics cannot fit the {limit_bytes}-byte encoded request budget"
+        )
+        self.limit_bytes = limit_bytes
+
+
+class ActivityLeaseAuthorityLost(DurableWorkflowError):
+    """The server refused continuation of this activity attempt; nothing will be reported for it."""
+
+    def __init__(self, task_id: str, reason: str) -> None:
+        super().__init__(f"activity task {task_id} lost its lease authority: {reason}")
+        self.task_id = task_id
+        self.reason = reason
+
+
+class QueryTaskAuthorityLost(DurableWorkflowError):
+    """A delivered query task failed its claim checks."""
+
+    def __init__(self, query_task_id: str, reason: str) -> None:
+        super().__init__(f"query task {query_task_id} lost its authority: {reason}")
+        self.query_task_id = query_task_id
+        self.reason = reason
+
+
+class WorkerShutdown(DurableWorkflowError):
+    """A blocking wait was interrupted because the worker is shutting down."""
+
+
+class InvalidWorkflowDefinition(DurableWorkflowError, ValueError):
+    """A workflow or activity definition cannot be registered."""
+
+
+class DuplicateRegistrationError(DurableWorkflowError, ValueError):
+    """Two registrations claim the same wire name."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        super().__init__(f"duplicate {kind} registration for {name!r}")
+        self.kind = kind
+        self.name = name
+
+
+class NonRetryableError(DurableWorkflowError):
+    """Raise from an activity to fail it without further retries."""
+
+    def __init__(self, message: str, *, cause: Optional[BaseException] = None, code: Optional[int] = None):
+        super().__init__(message)
+        self.cause = cause
+        if code is not None:
+            self.code = code
+        if cause is not None:
+            self.__cause__ = cause
+
+
+#: The name the nestjs-durable worker family uses for the same idea.
+FatalError = NonRetryableError
+
+
+class ActivityCancelled(BaseException):
+    """The server asked this activity to stop (its run was cancelled or the task revoked).
+
+    A ``BaseException`` so that ``except Exception`` inside the activity cannot swallow it.
+    """
+
+    def __init__(self, message: str = "activity was cancelled") -> None:
+        super().__init__(message)
+
+
+class WorkflowCancelled(BaseException):
+    """A workflow was cancelled. A ``BaseException``, like ``ActivityCancelled``."""
+
+    def __init__(self, message: str = "workflow was cancelled", *, request_id: Optional[str] = None):
+        super().__init__(message)
+        self.request_id = request_id
+
+
+# ---------------------------------------------------------------------------
+# Workflow outcomes (client side and inside workflow code)
+
+
+class WorkflowFailed(DurableWorkflowError):
+    """A workflow (or standalone activity) finished in the ``failed`` state."""
+
+    def __init__(self, message: str, exception_class: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.exception_class = exception_class
+
+
+class WorkflowTerminated(DurableWorkflowError):
+    """A workflow was terminated by an operator."""
+
+    def __init__(self, message: str = "workflow was terminated") -> None:
+        super().__init__(message)
+
+
+class WorkflowTimedOut(DurableWorkflowError):
+    """A workflow's run or execution deadline expired."""
+
+    def __init__(self, message: str = "workflow execution timed out") -> None:
+        super().__init__(message)
+
+
+class ActivityFailed(DurableWorkflowError):
+    """An activity failed terminally; raised inside the workflow that awaited it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        activity_type: Optional[str] = None,
+        step_sequence: Optional[int] = None,
+        activity_execution_id: Optional[str] = None,
+        activity_attempt_id: Optional[str] = None,
+        failure_id: Optional[str] = None,
+        failure_category: Optional[str] = None,
+        exception_type: Optional[str] = None,
+        exception_class: Optional[str] = None,
+        non_retryable: bool = False,
+        code: Any = None,
+        exception_payload: Optional[Dict[str, Any]] = None,
+        activity: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        super().__init__(message)
+        self.activity_type = activity_type
+        self.step_sequence = step_sequence
+        self.activity_execution_id = activity_execution_id
+        self.activity_attempt_id = activity_attempt_id
+        self.failure_id = failure_id
+        self.failure_category = failure_category
+        self.exception_type = exception_type
+        self.exception_class = exception_class
+        self.non_retryable = non_retryable
+        self.code = code
+        self.exception_payload = exception_payload
+        self.activity = activity
+
+
+class ChildWorkflowFailed(DurableWorkflowError):
+    """A child workflow failed; raised inside the parent that awaited it."""
+
+    def __init__(
+        self,
+        message: str,
+        exception_class: Optional[str] = None,
+        *,
+        failure_kind: Optional[str] = "child_workflow",
+        child_workflow_run_id: Optional[str] = None,
+        child_workflow_type: Optional[str] = None,
+    ) -> None:
+        super().__init__(message)
+        self.exception_class = exception_class
+        self.failure_kind = failure_kind
+        self.failure_category = failure_kind
+        self.child_workflow_run_id = child_workflow_run_id
+        self.child_workflow_type = child_workflow_type
+
+
+class ChildWorkflowCancelled(ChildWorkflowFailed):
+    """A child workflow was cancelled."""
+
+    def __init__(
+        self,
+        message: str = "child workflow was cancelled",
+        exception_class: Optional[str] = None,
+        *,
+        child_workflow_run_id: Optional[str] = None,
+        child_workflow_type: Optional[str] = None,
+    ) -> None:
+        super().__init__(
+            message,
+            exception_class,
+            failure_kind="cancelled",
+            child_workflow_run_id=child_workflow_run_id,
+            child_workflow_type=child_workflow_type,
+        )
+
+
+class ChildWorkflowTerminated(ChildWorkflowFailed):
+    """A child workflow was terminated."""
+
+    def __init__(
+        self,
+        message: str = "child workflow was terminated",
+        exception_class: Optional[str] = None,
+        *,
+        child_workflow_run_id: Optional[str] = None,
+        child_workflow_type: Optional[str] = None,
+    ) -> None:
+        super().__init__(
+            message,
+            exception_class,
+            failure_kind="terminated",
+            child_workflow_run_id=child_workflow_run_id,
+            child_workflow_type=child_workflow_type,
+        )
+
+
+class SagaCompensationFailed(DurableWorkflowError):
+    """A saga compensation failed after an earlier failure; both stay available."""
+
+    def __init__(
+        self,
+        initiating_failure: BaseException,
+        compensation_failure: BaseException,
+        *,
+        compensation_activity_type: str,
+        compensation_registration_order: int,
+    ) -> None:
+        super().__init__(
+            f"saga compensation {compensation_activity_type!r} failed after "
+            f"{type(initiating_failure).__name__}: {initiating_failure}"
+        )
+        self.initiating_failure = initiating_failure
+        self.compensation_failure = compensation_failure
+        self.compensation_activity_type = compensation_activity_type
+        self.compensation_registration_order = compensation_registration_order
+
+
+# ---------------------------------------------------------------------------
+# Replay
+
+
+class NonDeterministicReplayError(DurableWorkflowError):
+    """Workflow code no longer matches its recorded history.
+
+    Reported as a workflow-task failure (the run stays open for a compatible deploy),
+    never as a workflow failure.
+    """
+
+    def __init__(
+        self,
+        workflow_sequence: int,
+        expected_shape: str,
+        recorded_event_types: List[str],
+        *,
+        detail: Optional[str] = None,
+    ) -> None:
+        text = (
+            f"workflow history at workflow sequence {workflow_sequence} recorded "
+            f"{list(recorded_event_types)!r}, but the current workflow yielded {expected_shape}."
+        )
+        if detail:
+            text += f" {detail}"
+        text += " Keep yielded workflow steps stable across deployments or run this workflow on a compatible build."
+        super().__init__(text)
+        self.workflow_sequence = workflow_sequence
+        self.expected_shape = expected_shape
+        self.recorded_event_types = list(recorded_event_types)
+        self.detail = detail
+
+
+class WorkflowPayloadDecodeError(DurableWorkflowError):
+    """A payload in the workflow's history could not be decoded."""
+
+    def __init__(self, message: str, *, event_id: Optional[str] = None, codec: Optional[str] = None):
+        super().__init__(message)
+        self.event_id = event_id
+        self.codec = codec
+
+
+class WorkflowEntryArgumentsMismatchError(DurableWorkflowError):
+    """``run(self, ctx, ...)`` cannot bind the recorded start arguments."""
+
+    reason = "workflow_entry_arguments_mismatch"
+
+    def __init__(self, workflow_type: str, binding_reason: str) -> None:
+        super().__init__(
+            f"{self.reason}: {workflow_type}.run cannot bind the recorded arguments ({binding_reason}). "
+            "Restore compatible code and repair the workflow task."
+        )
+        self.workflow_type = workflow_type
+        self.binding_reason = binding_reason
