@@ -28,6 +28,7 @@ __all__ = [
     "InvalidWorkflowDefinition",
     "NamespaceNotFound",
     "NonDeterministicReplayError",
+    "NotFound",
     "NonRetryableError",
     "FatalError",
     "PayloadDecodeError",
@@ -111,10 +112,15 @@ class TransportError(DurableWorkflowError):
     or credentials; the original exception is chained as ``__cause__``.
     """
 
-    def __init__(self, message: str, *, route: Optional[str] = None, timeout: bool = False) -> None:
+    def __init__(
+        self, message: str, *, route: Optional[str] = None, timeout: bool = False, connect: bool = False
+    ) -> None:
         super().__init__(message)
         self.route = route
+        #: The attempt timed out (connect or read).
         self.timeout = timeout
+        #: The request provably never reached the server (connection refused / connect timeout).
+        self.connect = connect
 
 
 class ServerError(DurableWorkflowError):
@@ -233,7 +239,11 @@ class ServerUnavailable(BackpressureError):
     """HTTP 502/503/504 without a more specific meaning."""
 
 
-class WorkflowNotFound(ServerError):
+class NotFound(ServerError):
+    """HTTP 404 for something other than a workflow or namespace (task, worker, activity)."""
+
+
+class WorkflowNotFound(NotFound):
     """HTTP 404 for a workflow (or run) that does not exist."""
 
     @property
@@ -241,7 +251,7 @@ class WorkflowNotFound(ServerError):
         return self.body.get("workflow_id") if isinstance(self.body, dict) else None
 
 
-class NamespaceNotFound(ServerError):
+class NamespaceNotFound(NotFound):
     """HTTP 404 ``namespace_not_found``."""
 
 

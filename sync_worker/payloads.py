@@ -214,7 +214,7 @@ class _Frame(Exception):
     """Internal: malformed datum."""
 
 
-def _read_long(data: bytes, pos: int) -> "tuple[int, int]":
+def _read_long(data: bytes, pos: int) -> tuple[int, int]:
     result = 0
     shift = 0
     while True:
@@ -233,14 +233,14 @@ def _read_long(data: bytes, pos: int) -> "tuple[int, int]":
     return (result >> 1) ^ -(result & 1), pos
 
 
-def _read_sized(data: bytes, pos: int) -> "tuple[bytes, int]":
+def _read_sized(data: bytes, pos: int) -> tuple[bytes, int]:
     size, pos = _read_long(data, pos)
     if size < 0 or pos + size > len(data):
         raise _Frame("truncated bytes or string")
     return data[pos : pos + size], pos + size
 
 
-def _read_text(data: bytes, pos: int) -> "tuple[str, int]":
+def _read_text(data: bytes, pos: int) -> tuple[str, int]:
     raw, pos = _read_sized(data, pos)
     try:
         return raw.decode("utf-8"), pos
@@ -248,7 +248,7 @@ def _read_text(data: bytes, pos: int) -> "tuple[str, int]":
         raise _Frame("string is not valid UTF-8") from None
 
 
-def _read(data: bytes, pos: int) -> "tuple[Any, int]":
+def _read(data: bytes, pos: int) -> tuple[Any, int]:
     if pos >= len(data):
         raise _Frame("truncated union index")
     branch = data[pos]
@@ -282,7 +282,7 @@ def _read(data: bytes, pos: int) -> "tuple[Any, int]":
     raise _Frame(f"unknown union branch byte {branch}")
 
 
-def _read_block_count(data: bytes, pos: int) -> "tuple[int, int]":
+def _read_block_count(data: bytes, pos: int) -> tuple[int, int]:
     count, pos = _read_long(data, pos)
     if count < 0:  # a negative count is followed by the block's byte size
         _, pos = _read_long(data, pos)
@@ -292,7 +292,7 @@ def _read_block_count(data: bytes, pos: int) -> "tuple[int, int]":
     return count, pos
 
 
-def _read_array(data: bytes, pos: int) -> "tuple[Any, int]":
+def _read_array(data: bytes, pos: int) -> tuple[Any, int]:
     items: List[Any] = []
     while True:
         count, pos = _read_block_count(data, pos)
@@ -303,7 +303,7 @@ def _read_array(data: bytes, pos: int) -> "tuple[Any, int]":
             items.append(item)
 
 
-def _read_map(data: bytes, pos: int) -> "tuple[Any, int]":
+def _read_map(data: bytes, pos: int) -> tuple[Any, int]:
     entries: Dict[str, Any] = {}
     while True:
         count, pos = _read_block_count(data, pos)

@@ -1,0 +1,218 @@
+"""Shared plumbing of :class:`sync_worker.Client`: configuration, headers, discovery, one call path.
+
+The control-plane and worker-plane route methods live in their own modules as mixins over
+this base; nothing else in the package builds a URL.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Dict, Mapping, Optional
+from urllib.parse import quote, urlsplit
+
+from . import errors
+from ._http import POLL_ACCEPT, RetryMode, RetryPolicy, Transport
+from .cancel import CancelToken
+
+PROTOCOL_VERSION = "1.20"
+MINIMUM_WORKER_PROTOCOL_VERSION = "1.19"
+CONTROL_PLANE_VERSION = "2"
+CONTROL_PLANE_CONTRACT_SCHEMA = "durable-workflow.v2.control-plane-request.contract"
+SDK_VERSION = "sync-worker-python/0.1.0"
+
+_PROTOCOL_ENV = "DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION"
+_CONTROL_ENV = "DURABLE_WORKFLOW_CONTROL_PLANE_VERSION"
+
+
+def segment(value: str) -> str:
+    """Percent-encode one path segment (ids are opaque; URL-safe ids pass unchanged)."""
+    return quote(str(value), safe="")
+
+
+class ClientBase:
+    """Configuration and the single request path shared by every route method."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: Optional[str] = None,
+        control_token: Optional[str] = None,
+        worker_token: Optional[str] = None,
+        namespace: str = "default",
+        timeout: float = 60.0,
+        connect_timeout: float = 10.0,
+        failure_report_limit_bytes: Optional[int] = None,
+        max_connections: Optional[int] = None,
+        transport_retries: int = 3,
+        verify: Any = True,
+    ) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"base_url must be an http(s) origin, got {base_url!r}")
+        if parts.query or parts.fragment:
+            raise ValueError("base_url must not carry a query string or fragment")
+        if parts.path.rstrip("/").endswith("/api"):
+            raise ValueError("base_url is the server origin; leave out the trailing /api")
+        if failure_report_limit_bytes is not None and (
+            not isinstance(failure_report_limit_bytes, int) or failure_report_limit_bytes <= 0
+        ):
+            raise ValueError("failure_report_limit_bytes must be a positive int")
+        if not namespace:
+            raise ValueError("namespace must be a non-empty string")
+        self.base_url = base_url.rstrip("/")
+        self.namespace = namespace
+        self.timeout = float(timeout)
+        self.connect_timeout = float(connect_timeout)
+        self.token = token
+        self.control_token = control_token
+        self.worker_token = worker_token
+        self.failure_report_limit_bytes = failure_report_limit_bytes
+        self.max_connections = int(max_connections) if max_connections else 64
+        self.transport_retries = max(1, int(transport_retries))
+        self.verify = verify
+        self._transport = Transport(
+            self.base_url,
+            timeout=self.timeout,
+            connect_timeout=self.connect_timeout,
+            max_connections=self.max_connections,
+            retry=RetryPolicy(max_attempts=self.transport_retries),
+            verify=verify,
+        )
+        self._cluster_info: Optional[Dict[str, Any]] = None
+        self._cluster_lock = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def clone(self, **overrides: Any) -> Any:
+        """A new client with the same configuration and its own connection pool."""
+        config: Dict[str, Any] = dict(
+            token=self.token, control_token=self.control_token, worker_token=self.worker_token,
+            namespace=self.namespace, timeout=self.timeout, connect_timeout=self.connect_timeout,
+            failure_report_limit_bytes=self.failure_report_limit_bytes,
+            max_connections=self.max_connections, transport_retries=self.transport_retries,
+            verify=self.verify,
+        )
+        config.update(overrides)
+        twin = type(self)(self.base_url, **config)
+        twin._cluster_info = self._cluster_info
+        return twin
+
+    def close(self) -> None:
+        """Close pooled connections. The client stays usable (it reconnects on demand)."""
+        self._transport.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:  # never show tokens
+        return f"{type(self).__name__}({self.base_url!r}, namespace={self.namespace!r})"
+
+    # -- headers -----------------------------------------------------------------------
+
+    def _worker_headers(self) -> Dict[str, str]:
+        token = self.worker_token or self.token
+        if token is None and self.control_token is not None:
+            raise ValueError("worker-plane calls need worker_token or token; only control_token is set")
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "X-Namespace": self.namespace,
+            "X-Durable-Workflow-Protocol-Version": os.environ.get(_PROTOCOL_ENV) or PROTOCOL_VERSION,
+        }
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    def _control_headers(self) -> Dict[str, str]:
+        token = self.control_token or self.token
+        if token is None and self.worker_token is not None:
+            raise ValueError("control-plane calls need control_token or token; only worker_token is set")
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "X-Namespace": self.namespace,
+            "X-Durable-Workflow-Control-Plane-Version": os.environ.get(_CONTROL_ENV) or CONTROL_PLANE_VERSION,
+        }
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    # -- one request path --------------------------------------------------------------
+
+    def _call(
+        self,
+        plane: str,
+        method: str,
+        path: str,
+        *,
+        route: str,
+        body: Any = None,
+        params: Optional[Mapping[str, Any]] = None,
+        retry: RetryMode = RetryMode.SAFE,
+        read_timeout: Optional[float] = None,
+        cancel: Optional[CancelToken] = None,
+        operation: str = "",
+        poll: bool = False,
+    ) -> Any:
+        if plane == "worker":
+            headers = self._worker_headers()
+            if poll:
+                headers["Accept"] = POLL_ACCEPT
+        elif plane == "control":
+            headers = self._control_headers()
+        else:  # discovery: prefer the worker credential, as the contract says
+            headers = self._worker_headers() if self.worker_token else self._control_headers()
+        clean_params = {k: v for k, v in (params or {}).items() if v is not None} or None
+        response = self._transport.request(
+            method, "/api" + path, route=route, headers=headers, json_body=body, params=clean_params,
+            read_timeout=read_timeout, retry=retry, cancel=cancel, operation=operation, poll=poll,
+        )
+        return response.body
+
+    # -- discovery -------------------------------------------------------------------------
+
+    def health(self) -> Dict[str, Any]:
+        """``GET /api/health``."""
+        body = self._call("discovery", "GET", "/health", route="/health")
+        return body if isinstance(body, dict) else {}
+
+    def ready(self) -> Dict[str, Any]:
+        """``GET /api/ready``."""
+        body = self._call("discovery", "GET", "/ready", route="/ready")
+        return body if isinstance(body, dict) else {}
+
+    def cluster_info(self, *, refresh: bool = False) -> Dict[str, Any]:
+        """``GET /api/cluster/info``, cached on the client until ``refresh``."""
+        with self._cluster_lock:
+            cached = self._cluster_info
+        if cached is not None and not refresh:
+            return cached
+        body = self._call("discovery", "GET", "/cluster/info", route="/cluster/info")
+        if not isinstance(body, dict):
+            raise errors.ServerError(200, {"reason": "invalid_cluster_info"}, route="/cluster/info")
+        with self._cluster_lock:
+            self._cluster_info = body
+        return body
+
+    def server_capabilities(self) -> Dict[str, Any]:
+        """``worker_protocol.server_capabilities`` of the cached cluster info (``{}`` before discovery)."""
+        info = self._cluster_info or {}
+        protocol = info.get("worker_protocol")
+        capabilities = protocol.get("server_capabilities") if isinstance(protocol, dict) else None
+        return capabilities if isinstance(capabilities, dict) else {}
+
+    def server_max_payload_bytes(self) -> Optional[int]:
+        limits = (self._cluster_info or {}).get("limits")
+        value = limits.get("max_payload_bytes") if isinstance(limits, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    def failure_report_limit(self) -> int:
+        """The request budget failure reports are bounded to (never above 1 MiB)."""
+        from .failure_reports import effective_limit
+
+        return effective_limit(self.failure_report_limit_bytes, self.server_max_payload_bytes())

@@ -1,0 +1,340 @@
+"""Worker-plane routes of :class:`sync_worker.Client` (``/api/worker/...``).
+
+Every method blocks and accepts ``cancel``: when the token fires, the request in flight is
+aborted and :class:`~sync_worker.errors.WorkerShutdown` is raised. Failure reports are bounded
+(``sync_worker.failure_reports``) before anything is sent, so an oversized traceback never
+turns into a 413.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional
+
+from . import errors, payloads
+from ._client_base import PROTOCOL_VERSION, ClientBase, segment
+from ._http import RetryMode
+from ._negotiation import compatibility_problems
+from .cancel import CancelToken
+
+MAX_POLL_SECONDS = 60
+
+
+def poll_read_timeout(timeout_seconds: int) -> float:
+    """HTTP read timeout of a long poll: longer than the server may hold it."""
+    return float(timeout_seconds + 5) if timeout_seconds > 0 else 5.0
+
+
+class WorkerPlane(ClientBase):
+    """The worker protocol: registration, polls, task outcomes, heartbeats."""
+
+    # -- negotiation ---------------------------------------------------------------------
+
+    def validate_worker_compatibility(self, *, refresh: bool = True) -> Dict[str, Any]:
+        """Read cluster info and check it can serve a worker; returns it.
+
+        Raises ``RuntimeError("Server compatibility error: ...")`` listing every problem.
+        """
+        info = self.cluster_info(refresh=refresh)
+        requested = os.environ.get("DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION") or PROTOCOL_VERSION
+        problems = compatibility_problems(info, requested)
+        if problems:
+            raise RuntimeError("Server compatibility error: " + "; ".join(problems))
+        return info
+
+    # -- registration ----------------------------------------------------------------------
+
+    def register_worker(self, body: Dict[str, Any], *, cancel: Optional[CancelToken] = None) -> Dict[str, Any]:
+        """``POST /worker/register`` with a body built by the runtime."""
+        return self._dict(self._call(
+            "worker", "POST", "/worker/register", route="/worker/register", body=body, cancel=cancel,
+            operation="worker.register",
+        ))
+
+    def heartbeat_worker(self, body: Dict[str, Any], *, cancel: Optional[CancelToken] = None) -> Dict[str, Any]:
+        """``POST /worker/heartbeat``."""
+        return self._dict(self._call(
+            "worker", "POST", "/worker/heartbeat", route="/worker/heartbeat", body=body, cancel=cancel,
+            operation="worker.heartbeat",
+        ))
+
+    def deregister_worker_fenced(self, worker_id: str, registration_token: str, *, timeout: float) -> Dict[str, Any]:
+        """Fenced deregistration: one attempt; the receipt must echo worker id and token."""
+        route = "/worker/registrations/{workerId}/deregister"
+        body = self._call(
+            "worker", "POST", f"/worker/registrations/{segment(worker_id)}/deregister", route=route,
+            body={"registration_token": registration_token}, retry=RetryMode.NEVER,
+            read_timeout=max(0.1, timeout), operation="worker.deregister",
+        )
+        if not (
+            isinstance(body, dict)
+            and body.get("worker_id") == worker_id
+            and body.get("outcome") in ("deregistered", "already_deregistered")
+            and body.get("registration_token") == registration_token
+        ):
+            raise errors.ServerError(200, {"reason": "invalid_worker_deregistration_response"}, route=route)
+        return body
+
+    def deregister_worker_legacy(self, worker_id: str, *, timeout: float) -> Dict[str, Any]:
+        """Unfenced ``DELETE`` deregistration: one attempt, never replayed."""
+        route = "/worker/registrations/{workerId}"
+        try:
+            body = self._call(
+                "worker", "DELETE", f"/worker/registrations/{segment(worker_id)}", route=route,
+                retry=RetryMode.NEVER, read_timeout=max(0.1, timeout), operation="worker.deregister",
+            )
+        except errors.NotFound as exc:
+            if exc.reason() == "worker_not_found":
+                return {"worker_id": worker_id, "outcome": "already_deregistered", "recovered_workflow_task_count": 0}
+            raise
+        if not (isinstance(body, dict) and body.get("worker_id") == worker_id and body.get("outcome")):
+            raise errors.ServerError(200, {"reason": "invalid_worker_deregistration_response"}, route=route)
+        return body
+
+    # -- workflow tasks ----------------------------------------------------------------------
+
+    def poll_workflow_task(
+        self,
+        *,
+        worker_id: str,
+        task_queue: str,
+        poll_request_id: str,
+        timeout_seconds: int,
+        build_id: Optional[str] = None,
+        history_page_size: int = 500,
+        cancel: Optional[CancelToken] = None,
+    ) -> Optional[Dict[str, Any]]:
+        """Long-poll one workflow task; ``None`` when the wait ended empty."""
+        body = self._poll_body(worker_id, task_queue, poll_request_id, timeout_seconds, build_id)
+        body["history_page_size"] = history_page_size
+        return self._poll("/worker/workflow-tasks/poll", body, cancel)
+
+    def workflow_task_history(
+        self,
+        task_id: str,
+        *,
+        lease_owner: str,
+        workflow_task_attempt: int,
+        next_history_page_token: str,
+        cancel: Optional[CancelToken] = None,
+    ) -> Dict[str, Any]:
+        """One page of a leased task's history."""
+        return self._task_call("workflow-tasks", task_id, "history", {
+            "next_history_page_token": next_history_page_token,
+            "lease_owner": lease_owner,
+            "workflow_task_attempt": workflow_task_attempt,
+        }, cancel)
+
+    def complete_workflow_task(
+        self,
+        task_id: str,
+        *,
+        lease_owner: str,
+        workflow_task_attempt: int,
+        commands: List[Dict[str, Any]],
+        cancel: Optional[CancelToken] = None,
+    ) -> Dict[str, Any]:
+        """Submit the task's commands (at least one; an empty batch is a waiting-for-history fail)."""
+        if not commands:
+            raise ValueError("an empty command batch is sent as fail_workflow_task(WorkflowTaskWaitingForHistory)")
+        return self._task_call("workflow-tasks", task_id, "complete", {
+            "lease_owner": lease_owner,
+            "workflow_task_attempt": workflow_task_attempt,
+            "commands": commands,
+        }, cancel, bound=True)
+
+    def fail_workflow_task(
+        self,
+        task_id: str,
+        *,
+        lease_owner: str,
+        workflow_task_attempt: int,
+        failure: Dict[str, Any],
+        cancel: Optional[CancelToken] = None,
+    ) -> Dict[str, Any]:
+        """Report a workflow-task failure (a task retry, never a run failure)."""
+        return self._task_call("workflow-tasks", task_id, "fail", {
+            "lease_owner": lease_owner,
+            "workflow_task_attempt": workflow_task_attempt,
+            "failure": failure,
+        }, cancel, bound=True)
+
+    def heartbeat_workflow_task(
+        self, task_id: str, *, lease_owner: str, workflow_task_attempt: int, cancel: Optional[CancelToken] = None
+    ) -> Dict[str, Any]:
+        """Extend a workflow task's lease."""
+        return self._task_call("workflow-tasks", task_id, "heartbeat", {
+            "lease_owner": lease_owner, "workflow_task_attempt": workflow_task_attempt,
+        }, cancel)
+
+    # -- activity tasks ------------------------------------------------------------------------
+
+    def poll_activity_task(
+        self,
+        *,
+        worker_id: str,
+        task_queue: str,
+        poll_request_id: str,
+        timeout_seconds: int,
+        build_id: Optional[str] = None,
+        cancel: Optional[CancelToken] = None,
+    ) -> Optional[Dict[str, Any]]:
+        """Long-poll one activity task; ``None`` when the wait ended empty."""
+        body = self._poll_body(worker_id, task_queue, poll_request_id, timeout_seconds, build_id)
+        return self._poll("/worker/activity-tasks/poll", body, cancel)
+
+    def complete_activity_task(
+        self,
+        task_id: str,
+        *,
+        activity_attempt_id: str,
+        lease_owner: str,
+        result: Any,
+        cancel: Optional[CancelToken] = None,
+    ) -> Dict[str, Any]:
+        """Report success; the result is encoded first (``PayloadEncodeError`` before sending)."""
+        return self._task_call("activity-tasks", task_id, "complete", {
+            "activity_attempt_id": activity_attempt_id,
+            "lease_owner": lease_owner,
+            "result": payloads.envelope(result),
+        }, cancel)
+
+    def fail_activity_task(
+        self,
+        task_id: str,
+        *,
+        activity_attempt_id: str,
+        lease_owner: str,
+        failure: Dict[str, Any],
+        cancel: Optional[CancelToken] = None,
+    ) -> Dict[str, Any]:
+        """Report a failed attempt; the server owns the retry decision."""
+        return self._task_call("activity-tasks", task_id, "fail", {
+            "activity_attempt_id": activity_attempt_id,
+            "lease_owner": lease_owner,
+            "failure": failure,
+        }, cancel, bound=True)
+
+    def heartbeat_activity_task(
+        self,
+        task_id: str,
+        *,
+        activity_attempt_id: str,
+        lease_owner: str,
+        details: Optional[Dict[str, Any]] = None,
+        cancel: Optional[CancelToken] = None,
+    ) -> Dict[str, Any]:
+        """Record progress; the answer says whether to go on (``cancel_requested``, ``can_continue``)."""
+        body: Dict[str, Any] = {"activity_attempt_id": activity_attempt_id, "lease_owner": lease_owner}
+        if details is not None:
+            body["details"] = details
+        return self._task_call("activity-tasks", task_id, "heartbeat", body, cancel)
+
+    # -- query tasks ---------------------------------------------------------------------------
+
+    def poll_query_task(
+        self,
+        *,
+        worker_id: str,
+        task_queue: str,
+        poll_request_id: str,
+        timeout_seconds: int,
+        build_id: Optional[str] = None,
+        cancel: Optional[CancelToken] = None,
+    ) -> Optional[Dict[str, Any]]:
+        """Long-poll one query task; ``None`` when the wait ended empty."""
+        body = self._poll_body(worker_id, task_queue, poll_request_id, timeout_seconds, build_id)
+        return self._poll("/worker/query-tasks/poll", body, cancel)
+
+    def complete_query_task(
+        self,
+        query_task_id: str,
+        *,
+        lease_owner: str,
+        query_task_attempt: int,
+        result: Any,
+        cancel: Optional[CancelToken] = None,
+    ) -> Dict[str, Any]:
+        """Answer a query: the plain JSON value and its exact Avro envelope."""
+        return self._task_call("query-tasks", query_task_id, "complete", {
+            "lease_owner": lease_owner,
+            "query_task_attempt": query_task_attempt,
+            "result": _json_view(result),
+            "result_envelope": payloads.envelope(result),
+        }, cancel)
+
+    def fail_query_task(
+        self,
+        query_task_id: str,
+        *,
+        lease_owner: str,
+        query_task_attempt: int,
+        failure: Dict[str, Any],
+        cancel: Optional[CancelToken] = None,
+    ) -> Dict[str, Any]:
+        """Refuse a query with a reason (``query_rejected``, ``rejected_unknown_query``, ...)."""
+        return self._task_call("query-tasks", query_task_id, "fail", {
+            "lease_owner": lease_owner, "query_task_attempt": query_task_attempt, "failure": failure,
+        }, cancel, bound=True)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _dict(body: Any) -> Dict[str, Any]:
+        return body if isinstance(body, dict) else {}
+
+    @staticmethod
+    def _poll_body(
+        worker_id: str, task_queue: str, poll_request_id: str, timeout_seconds: int, build_id: Optional[str]
+    ) -> Dict[str, Any]:
+        body: Dict[str, Any] = {
+            "worker_id": worker_id,
+            "task_queue": task_queue,
+            "poll_request_id": poll_request_id,
+            "timeout_seconds": max(0, min(int(timeout_seconds), MAX_POLL_SECONDS)),
+        }
+        if build_id:
+            body["build_id"] = build_id
+        return body
+
+    def _poll(self, path: str, body: Dict[str, Any], cancel: Optional[CancelToken]) -> Optional[Dict[str, Any]]:
+        response = self._call(
+            "worker", "POST", path, route=path, body=body, cancel=cancel, poll=True,
+            read_timeout=poll_read_timeout(body["timeout_seconds"]), operation=path,
+        )
+        task = response.get("task") if isinstance(response, dict) else None
+        if task is not None and not isinstance(task, dict):
+            raise errors.ServerError(200, {"reason": "invalid_poll_response"}, route=path)
+        return task
+
+    def _task_call(
+        self,
+        kind: str,
+        task_id: str,
+        action: str,
+        body: Dict[str, Any],
+        cancel: Optional[CancelToken],
+        *,
+        bound: bool = False,
+    ) -> Dict[str, Any]:
+        route = f"/worker/{kind}/{{taskId}}/{action}"
+        path = f"/worker/{kind}/{segment(task_id)}/{action}"
+        if bound:
+            from .failure_reports import bound_request
+
+            body = bound_request(path, body, limit_bytes=self.failure_report_limit())
+        return self._dict(self._call("worker", "POST", path, route=route, body=body, cancel=cancel,
+                                     operation=f"{kind}.{action}"))
+
+
+def _json_view(value: Any) -> Any:
+    """The plain-JSON form of a query result (bytes have none: ``None``, the envelope is exact)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _json_view(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_view(v) for v in value]
+    if isinstance(value, float) and value != value:
+        return None
+    return value

@@ -1,0 +1,68 @@
+"""CancelToken: one-way "stop waiting" flag shared by the runtime and the transport.
+
+The runtime hands a token to every blocking call it may need to abandon at shutdown
+(long polls, back-off sleeps, retry waits). Cancelling runs the registered callbacks
+once, from the cancelling thread; the transport registers one that shuts down the
+socket of the in-flight request, so a blocked ``recv`` returns at once.
+
+The event primitive is injectable so the same token works on greenlets: under gevent
+the backend passes its own event class (after monkey-patching ``threading.Event`` is
+cooperative anyway).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, Dict, Optional
+
+logger = logging.getLogger("sync_worker.cancel")
+
+Callback = Callable[[], None]
+
+
+class CancelToken:
+    """A cancellation flag with wait and callbacks. Safe to use from any thread."""
+
+    def __init__(self, event_factory: Optional[Callable[[], Any]] = None) -> None:
+        self._event = (event_factory or threading.Event)()
+        self._lock = threading.Lock()
+        self._callbacks: Dict[int, Callback] = {}
+        self._next_handle = 0
+
+    @property
+    def cancelled(self) -> bool:
+        return bool(self._event.is_set())
+
+    def cancel(self) -> None:
+        """Set the flag and run every registered callback once (errors are logged, not raised)."""
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._event.set()
+            callbacks = list(self._callbacks.values())
+            self._callbacks.clear()
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # a failing abort must not stop the others
+                logger.debug("cancel callback failed", exc_info=True)
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Block until cancelled or ``timeout`` passes; True when cancelled."""
+        return bool(self._event.wait(timeout))
+
+    def add_callback(self, callback: Callback) -> int:
+        """Register ``callback`` to run on cancel; runs it at once if already cancelled."""
+        with self._lock:
+            if not self._event.is_set():
+                handle = self._next_handle
+                self._next_handle += 1
+                self._callbacks[handle] = callback
+                return handle
+        callback()
+        return -1
+
+    def remove_callback(self, handle: int) -> None:
+        with self._lock:
+            self._callbacks.pop(handle, None)
