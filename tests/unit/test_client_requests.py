@@ -67,7 +67,8 @@ def test_message_routes_match_fixture(client: Client, operation: str) -> None:
     elif operation == "workflow-query":
         assert client.query_workflow(args["workflow_id"], args["query_name"], args["args"]) == {"ok": 9007199254740993}
     else:
-        result = client.update_workflow(args["workflow_id"], args["update_name"], args["args"], wait_for=args["wait_for"])
+        result = client.update_workflow(args["workflow_id"], args["update_name"], args["args"],
+                                        wait_for=args["wait_for"])
         assert result["result"] == {"ok": 9007199254740993}
     call = responses.calls[-1]
     body = _body(call)
