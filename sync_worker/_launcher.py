@@ -14,6 +14,9 @@ from typing import List, Mapping, Optional, Sequence
 
 POOL_ENV = "SYNC_WORKER_POOL"
 
+#: ``sys.modules`` just before monkey-patching (None when this launcher did not patch).
+EARLY_MODULES: Optional[List[str]] = None
+
 
 def requested_pool(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """The pool named by ``-P/--pool`` on the command line, else by ``SYNC_WORKER_POOL``."""
@@ -41,6 +44,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 "sync-worker: the gevent pool needs gevent installed: pip install 'sync-worker[gevent]'\n"
             )
             raise SystemExit(2) from None
+        global EARLY_MODULES
+        EARLY_MODULES = sorted(sys.modules)
         monkey.patch_all()
         os.environ[POOL_ENV] = "gevent"  # so the worker knows the process was patched first
     from .cli import main as cli_main

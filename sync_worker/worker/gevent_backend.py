@@ -1,0 +1,220 @@
+"""The gevent backend: pollers, slots, heartbeats and deadlines on greenlets.
+
+Selected once (``Worker(..., pool="gevent")`` or ``sync-worker run -P gevent``). The process
+must have been monkey-patched *before* ``requests``, ``ssl``, ``threading`` users or the app were
+imported; :func:`require_patched` refuses to start otherwise, and :func:`late_patch_report`
+names the modules that were imported before the patch and may keep unpatched references.
+
+:class:`HubMonitor` watches the gevent hub from a real OS thread, so a greenlet that blocks the
+hub (CPU-bound work or a C call that does not yield) shows up in ``Worker.status()`` as
+"not live" while it lasts.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+__all__ = [
+    "GeventBackend",
+    "GeventNotPatched",
+    "HubMonitor",
+    "late_patch_report",
+    "require_patched",
+]
+
+# Packages whose own references to originals are intentional (gevent keeps them to do its job).
+_IGNORED_PACKAGES = {"gevent", "greenlet", "_pytest", "pytest", "sync_worker"}
+# The standard library's own early references are gevent's business; report third-party and app code.
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {
+    "functools", "reprlib", "tempfile", "socket", "ssl", "select", "selectors", "time", "threading", "os",
+    "signal", "subprocess", "queue", "logging", "concurrent", "multiprocessing", "http", "urllib", "asyncio",
+}
+
+
+class GeventNotPatched(RuntimeError):
+    """The gevent pool was asked for in a process that was not monkey-patched first."""
+
+
+def _monkey() -> Any:
+    try:
+        from gevent import monkey
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise GeventNotPatched(
+            "the gevent pool needs gevent: pip install 'sync-worker[gevent]'"
+        ) from exc
+    return monkey
+
+
+def require_patched() -> None:
+    """Refuse to run greenlets in an unpatched process, saying how to fix it."""
+    monkey = _monkey()
+    missing = [name for name in ("socket", "threading", "time", "select", "ssl") if not monkey.is_module_patched(name)]
+    if missing:
+        raise GeventNotPatched(
+            "pool='gevent' needs a process monkey-patched before anything else is imported "
+            f"(unpatched: {', '.join(missing)}). Start it with `sync-worker run -P gevent MODULE:ATTR`, "
+            "`python -m sync_worker run -P gevent ...` or SYNC_WORKER_POOL=gevent, or call "
+            "`from gevent import monkey; monkey.patch_all()` as the very first lines of your entry point."
+        )
+
+
+def late_patch_report() -> List[str]:
+    """Modules holding references to blocking originals that the patch replaced.
+
+    A module that ran ``from time import sleep`` or ``from socket import socket`` before the
+    patch keeps the blocking original; each such reference is reported as
+    ``"module.attribute (original module.name)"``. Empty when the process was patched first.
+    """
+    monkey = _monkey()
+    originals: Dict[int, str] = {}
+    for module_name, attributes in getattr(monkey, "saved", {}).items():
+        for attribute, original in attributes.items():
+            if callable(original) or isinstance(original, type):
+                originals[id(original)] = f"{module_name}.{attribute}"
+    if not originals:
+        return []
+    found: List[str] = []
+    for module_name, module in list(sys.modules.items()):
+        top = module_name.split(".")[0]
+        if module is None or top in _IGNORED_PACKAGES or top in _STDLIB or top in sys.builtin_module_names:
+            continue
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for attribute, value in list(namespace.items()):
+            origin = originals.get(id(value))
+            if origin is not None and not attribute.startswith("__"):
+                found.append(f"{module_name}.{attribute} ({origin})")
+    return sorted(found)
+
+
+class GreenletHandle:
+    """Handle of a greenlet started by :class:`GeventBackend`."""
+
+    def __init__(self, greenlet: Any, name: str) -> None:
+        self._greenlet = greenlet
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def join(self, timeout: Optional[float] = None) -> bool:
+        self._greenlet.join(timeout)
+        return bool(self._greenlet.dead)
+
+    def is_alive(self) -> bool:
+        return not self._greenlet.dead
+
+    def kill(self, block: bool = False) -> None:
+        """Raise ``GreenletExit`` in the greenlet at its next cooperative point (cold stop)."""
+        self._greenlet.kill(block=block)
+
+
+class GeventBackend:
+    """Greenlets for everything; the same surface as the thread backend."""
+
+    name = "gevent"
+
+    def __init__(self) -> None:
+        require_patched()
+        import gevent
+        import gevent.event
+        import gevent.local
+        import gevent.lock
+        import gevent.queue
+
+        self._gevent = gevent
+        self._event_cls = gevent.event.Event
+        self._lock_cls = gevent.lock.RLock
+        self._semaphore_cls = gevent.lock.BoundedSemaphore
+        self._queue_cls = gevent.queue.Queue
+        self._local_cls = gevent.local.local
+
+    def spawn(self, name: str, target: Callable[[], None]) -> GreenletHandle:
+        greenlet = self._gevent.spawn(target)
+        greenlet.name = name
+        return GreenletHandle(greenlet, name)
+
+    def sleep(self, seconds: float) -> None:
+        self._gevent.sleep(max(0.0, seconds))
+
+    def event(self) -> Any:
+        return self._event_cls()
+
+    def lock(self) -> Any:
+        return self._lock_cls()
+
+    def semaphore(self, value: int) -> Any:
+        return self._semaphore_cls(value)
+
+    def queue(self, maxsize: int = 0) -> Any:
+        return self._queue_cls(maxsize or None)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def local(self) -> Any:
+        return self._local_cls()
+
+
+class HubMonitor:
+    """Detects a blocked gevent hub from a real OS thread.
+
+    A greenlet stamps the time every ``interval`` seconds; an OS thread (started with the
+    original, unpatched thread primitive) compares that stamp with the clock. While the hub is
+    blocked, the stamp stops moving and :meth:`blocked_seconds` grows.
+    """
+
+    def __init__(self, *, interval: float = 0.05) -> None:
+        self.interval = interval
+        self._last_tick = time.monotonic()
+        self._stopped = False
+        self._greenlet: Any = None
+        self._worst = 0.0
+
+    def start(self) -> None:
+        import gevent
+        from gevent import monkey
+
+        def tick() -> None:
+            while not self._stopped:
+                self._last_tick = time.monotonic()
+                gevent.sleep(self.interval)
+
+        self._greenlet = gevent.spawn(tick)
+        start_new_thread = monkey.get_original("_thread", "start_new_thread")
+        real_sleep = monkey.get_original("time", "sleep")
+
+        def watch() -> None:
+            while not self._stopped:
+                self._worst = max(self._worst, time.monotonic() - self._last_tick)
+                real_sleep(self.interval)
+
+        start_new_thread(watch, ())
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._greenlet is not None:
+            self._greenlet.kill(block=False)
+
+    def tick_age(self) -> float:
+        """Seconds since the hub last ran the monitor's greenlet (readable from any thread)."""
+        return time.monotonic() - self._last_tick
+
+    def blocked_seconds(self, threshold: float) -> Optional[float]:
+        """How long the hub has been blocked, when longer than ``threshold``; else ``None``."""
+        age = self.tick_age()
+        return age if age > threshold else None
+
+
+def is_patched() -> bool:
+    """Whether this process was monkey-patched for gevent (socket at least)."""
+    if "gevent" not in sys.modules:
+        return False
+    try:
+        return bool(_monkey().is_module_patched("socket"))
+    except GeventNotPatched:  # pragma: no cover
+        return False
