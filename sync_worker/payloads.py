@@ -140,7 +140,7 @@ def _write_subclass(out: bytearray, value: Any) -> None:
     elif isinstance(value, float):
         _write(out, float(value))
     elif isinstance(value, str):
-        _write(out, str(value))
+        _write(out, str.__str__(value))  # the characters, not an enum's display text
     elif isinstance(value, dict):
         _write_map(out, value)
     elif isinstance(value, (list, tuple)):
