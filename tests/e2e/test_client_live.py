@@ -123,7 +123,8 @@ def test_fail_workflow_task_then_retry_and_history_paging(client: Client) -> Non
     handle = client.start_workflow("hand.retry", task_queue=QUEUE)
     task = _poll_workflow(client, worker_id)
     client.fail_workflow_task(task["task_id"], lease_owner=worker_id,
-                              workflow_task_attempt=task["workflow_task_attempt"], failure={"message": "boom " * 100_000, "type": "RuntimeError"})
+                              workflow_task_attempt=task["workflow_task_attempt"],
+                              failure={"message": "boom " * 100_000, "type": "RuntimeError"})
     retried = _poll_workflow(client, worker_id, timeout_seconds=10)
     assert retried["workflow_task_attempt"] > task["workflow_task_attempt"]
     token: Optional[str] = retried.get("next_history_page_token")
@@ -175,7 +176,8 @@ def test_signal_query_task_update_cancel_terminate(client: Client) -> None:
                                    timeout_seconds=5)
     assert query is not None
     client.fail_query_task(query["query_task_id"], lease_owner=worker_id,
-                           query_task_attempt=query["query_task_attempt"], failure={"message": "no such query", "reason": "rejected_unknown_query"})
+                           query_task_attempt=query["query_task_attempt"],
+                           failure={"message": "no such query", "reason": "rejected_unknown_query"})
     asker.join(10)
     assert isinstance(failing["error"], errors.QueryFailed)
 
