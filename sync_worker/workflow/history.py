@@ -1,0 +1,294 @@
+"""Reading a run's history into what the replayer consumes (protocol §4.3 steps 1-3, §4.4).
+
+``read_history`` scans the events once and builds:
+
+* the **result queue**: resolved steps in history order (values, or the typed exceptions
+  of §13.3 for failures), each with its shape and recorded details; members of a fully
+  resolved parallel group are put back into yielded order using their group metadata;
+* the **pending steps**: scheduled-but-unresolved activities, user timers and children;
+* the **recorded condition waits** (Nth ``wait_condition`` yield <-> Nth open) and how
+  each one ended (satisfied / timed out) and where;
+* the **receivers** (``SignalReceived`` / ``UpdateApplied``) with the result-cursor
+  position they were recorded at, or the condition wait they belong to;
+* the clock (``WorkflowStarted`` time).
+
+Pure: no I/O. Undecodable payloads raise ``WorkflowPayloadDecodeError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from .. import payloads
+from ..errors import (
+    ActivityFailed,
+    ChildWorkflowCancelled,
+    ChildWorkflowFailed,
+    ChildWorkflowTerminated,
+    DurableWorkflowError,
+)
+
+__all__ = ["HistoryIndex", "Receiver", "RecordedStep", "UnsupportedReplayHistory"]
+
+TERMINAL_RUN_EVENTS = frozenset({"WorkflowCompleted", "WorkflowFailed", "WorkflowCancelled",
+                                 "WorkflowTerminated", "WorkflowContinuedAsNew", "WorkflowTimedOut"})
+RESOLVED_EVENTS = frozenset({
+    "ActivityCompleted", "ActivityFailed", "ActivityTimedOut", "ActivityCancelled", "ChildRunCompleted",
+    "ChildRunFailed", "ChildRunCancelled", "ChildRunTerminated", "SideEffectRecorded", "VersionMarkerRecorded",
+    "MemoUpserted", "SearchAttributesUpserted",
+})
+DEDUPLICATED_EVENTS = frozenset({
+    "ActivityCompleted", "ActivityFailed", "ActivityTimedOut", "ActivityCancelled", "TimerFired",
+    "ChildRunCompleted", "ChildRunFailed", "ChildRunCancelled", "ChildRunTerminated",
+})
+# Histories this replayer cannot execute faithfully (1.20 cooperative cancellation, durable
+# selection, Nexus): refusing them is better than guessing.
+UNSUPPORTED_PREFIXES = ("CancellationScope", "CooperativeCancellation", "Selection", "ServiceCall", "SignalWait")
+
+
+class UnsupportedReplayHistory(DurableWorkflowError):
+    """The history uses a feature this replayer does not implement (reported as a task failure)."""
+
+
+@dataclass
+class RecordedStep:
+    """One recorded durable step as replay compares it with a yielded command."""
+
+    sequence: int
+    shape: str
+    event_types: List[str]
+    details: Dict[str, Any]
+    history_index: Optional[int] = None
+
+
+@dataclass
+class Receiver:
+    """A recorded signal or update, applied to the instance at its history position."""
+
+    history_index: int
+    result_index: int
+    kind: str
+    name: str
+    args: List[Any]
+    wait_id: Optional[str] = None
+
+
+@dataclass
+class HistoryIndex:
+    results: List[Any] = field(default_factory=list)
+    result_steps: List[RecordedStep] = field(default_factory=list)
+    pending_steps: List[RecordedStep] = field(default_factory=list)
+    wait_steps: List[RecordedStep] = field(default_factory=list)
+    waits: List[Dict[str, Any]] = field(default_factory=list)
+    wait_resolutions: Dict[str, str] = field(default_factory=dict)
+    wait_terminal_index: Dict[str, int] = field(default_factory=dict)
+    receivers: List[Receiver] = field(default_factory=list)
+    start_time: Optional[datetime] = None
+    clock_error: Optional[str] = None
+    has_terminal_event: bool = False
+    events: List[Dict[str, Any]] = field(default_factory=list)
+
+    def payload_at(self, position: Optional[int]) -> Dict[str, Any]:
+        return event_payload(self.events[position]) if position is not None else {}
+
+    def max_sequence(self) -> int:
+        steps = self.result_steps + self.wait_steps + self.pending_steps
+        return max((step.sequence for step in steps), default=0)
+
+
+# -- small readers ----------------------------------------------------------------
+
+
+def event_type(event: Mapping[str, Any]) -> Optional[str]:
+    value = event.get("event_type") or event.get("type")
+    return value if isinstance(value, str) and value else None
+
+
+def event_payload(event: Mapping[str, Any]) -> Dict[str, Any]:
+    payload = event.get("payload")
+    return dict(payload) if isinstance(payload, Mapping) else {}
+
+
+def sequence_of(payload: Mapping[str, Any]) -> Optional[int]:
+    value = payload.get("sequence") or payload.get("workflow_sequence")
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def _int(payload: Mapping[str, Any], key: str) -> Optional[int]:
+    value = payload.get(key)
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def text(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) and value else None
+
+
+def event_id(event: Mapping[str, Any]) -> Optional[str]:
+    for key in ("event_id", "id", "sequence"):
+        if event.get(key) is not None:
+            return str(event[key])
+    return None
+
+
+def decode_payload_value(raw: Any, payload: Mapping[str, Any], codec: Optional[str]) -> Any:
+    """Decode an envelope or a bare blob whose codec is the payload's or the task's."""
+    effective = payload.get("payload_codec", codec)
+    if isinstance(raw, Mapping):
+        return payloads.decode_envelope(dict(raw))
+    if raw is None:
+        if effective is not None and effective != payloads.CODEC:
+            raise payloads.UnsupportedPayloadCodec(effective)
+        return None
+    return payloads.decode_envelope(raw, codec=effective)
+
+
+def decode_arguments(raw: Any, payload: Mapping[str, Any], codec: Optional[str]) -> List[Any]:
+    value = decode_payload_value(raw, payload, codec)
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def parse_time(value: Any) -> Optional[datetime]:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.utcoffset() is not None else None
+
+
+def activity_type_of(payload: Mapping[str, Any]) -> Optional[str]:
+    found = text(payload.get("activity_type")) or text(payload.get("activity_name"))
+    snapshot = payload.get("activity")
+    if found is None and isinstance(snapshot, Mapping):
+        for key in ("activity_type", "activity_name", "type", "name"):
+            found = found or text(snapshot.get(key))
+    return found
+
+
+_GROUP_KEYS = ("parallel_group_id", "parallel_group_kind", "parallel_group_base_sequence",
+               "parallel_group_size", "parallel_group_index")
+
+
+def _group_entry(source: Mapping[str, Any]) -> Optional[Tuple[str, str, int, int, int]]:
+    group_id, kind = text(source.get("parallel_group_id")), text(source.get("parallel_group_kind"))
+    base, size, index = (_int(source, key) for key in _GROUP_KEYS[2:])
+    if group_id is None or kind is None or base is None or size is None or index is None:
+        return None
+    if base < 1 or size < 1 or not 0 <= index < size:
+        return None
+    return group_id, kind, base, size, index
+
+
+def step_details(payload: Mapping[str, Any]) -> Dict[str, Any]:
+    details: Dict[str, Any] = {}
+    activity_type = activity_type_of(payload)
+    if activity_type is not None:
+        details["activity_type"] = activity_type
+    if payload.get("execution_mode") == "local" or payload.get("local_activity") is True:
+        details["execution_mode"] = "local"
+    if "delay_seconds" in payload:
+        details["delay_seconds"] = payload["delay_seconds"]
+    for key in ("workflow_type", "child_workflow_type", "parent_close_policy", "cancellation_policy",
+                "timer_kind", "change_id", "condition_key", "condition_definition_fingerprint"):
+        if text(payload.get(key)) is not None:
+            details[key] = payload[key]
+    path = payload.get("parallel_group_path")
+    if isinstance(path, list) and path and all(isinstance(entry, Mapping) for entry in path):
+        details["parallel_group_path"] = [dict(entry) for entry in path]
+    elif _group_entry(payload) is not None:
+        details["parallel_group_path"] = [{key: payload[key] for key in _GROUP_KEYS}]
+    return details
+
+
+def group_membership(payload: Mapping[str, Any]) -> Optional[Tuple[Tuple[str, str, int, int], int, int]]:
+    """(outer group key, size, sequence) when every path entry agrees with the sequence."""
+    sequence = sequence_of(payload)
+    if sequence is None:
+        return None
+    raw_path = payload.get("parallel_group_path")
+    entries = []
+    if isinstance(raw_path, list) and raw_path:
+        for raw in raw_path:
+            entry = _group_entry(raw) if isinstance(raw, Mapping) else None
+            if entry is None:
+                return None
+            entries.append(entry)
+        top = _group_entry(payload)
+        if top is not None and top != entries[-1]:
+            return None
+    else:
+        entry = _group_entry(payload)
+        if entry is None:
+            return None
+        entries.append(entry)
+    # The server-assigned sequence is the durable yielded position; refuse to reorder
+    # metadata that contradicts it rather than guess from completion order.
+    if any(base + index != sequence for _, _, base, _, index in entries):
+        return None
+    group_id, kind, base, size, _ = entries[0]
+    return (group_id, kind, base, size), size, sequence
+
+
+def activity_failure(payload: Mapping[str, Any]) -> ActivityFailed:
+    """The ``ActivityFailed`` a failed / timed-out / cancelled activity event throws."""
+    exception = payload.get("exception") if isinstance(payload.get("exception"), Mapping) else {}
+    assert isinstance(exception, Mapping)
+    neutral = {key: exception[key] for key in ("type", "message", "code", "details", "details_payload_codec",
+                                               "non_retryable") if key in exception}
+    for key in ("diagnostics", "runtime_diagnostics"):
+        if isinstance(exception.get(key), Mapping):
+            neutral[key] = dict(exception[key])
+    sequence = payload.get("sequence")
+    snapshot = payload.get("activity")
+    return ActivityFailed(
+        text(payload.get("message")) or text(exception.get("message")) or text(payload.get("closed_reason"))
+        or "activity failed",
+        activity_type=activity_type_of(payload),
+        step_sequence=sequence if type(sequence) is int and sequence > 0 else None,
+        activity_execution_id=text(payload.get("activity_execution_id")),
+        activity_attempt_id=text(payload.get("activity_attempt_id")),
+        failure_id=text(payload.get("failure_id")),
+        failure_category=text(payload.get("failure_category")),
+        exception_type=text(payload.get("exception_type")) or text(exception.get("type")),
+        exception_class=text(payload.get("exception_class")) or text(exception.get("class")),
+        non_retryable=payload.get("non_retryable") is True,
+        code=payload.get("code"),
+        exception_payload=neutral or None,
+        activity=dict(snapshot) if isinstance(snapshot, Mapping) else None,
+    )
+
+
+def child_failure(payload: Mapping[str, Any], kind: str) -> ChildWorkflowFailed:
+    """The ``ChildWorkflowFailed`` (or subclass) a failed child run event throws."""
+    exception = payload.get("exception") if isinstance(payload.get("exception"), Mapping) else {}
+    assert isinstance(exception, Mapping)
+    message = text(payload.get("message")) or text(exception.get("message"))
+    exception_class = (text(payload.get("exception_class")) or text(exception.get("class"))
+                       or text(payload.get("exception_type")) or text(exception.get("type")))
+    run_id = text(payload.get("child_workflow_run_id"))
+    child_type = text(payload.get("child_workflow_type"))
+    if kind == "ChildRunCancelled":
+        return ChildWorkflowCancelled(message or "child workflow was cancelled", exception_class,
+                                      child_workflow_run_id=run_id, child_workflow_type=child_type)
+    if kind == "ChildRunTerminated":
+        return ChildWorkflowTerminated(message or "child workflow was terminated", exception_class,
+                                       child_workflow_run_id=run_id, child_workflow_type=child_type)
+    return ChildWorkflowFailed(message or "child workflow failed", exception_class,
+                               child_workflow_run_id=run_id, child_workflow_type=child_type)

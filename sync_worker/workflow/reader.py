@@ -1,0 +1,415 @@
+"""``read_history``: one pass over the events into a :class:`HistoryIndex` (see ``history``)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
+
+from .. import payloads
+from ..errors import NonDeterministicReplayError, PayloadError, WorkflowPayloadDecodeError
+from .commands import canonical_memo_entries
+from .history import (
+    DEDUPLICATED_EVENTS,
+    RESOLVED_EVENTS,
+    TERMINAL_RUN_EVENTS,
+    UNSUPPORTED_PREFIXES,
+    HistoryIndex,
+    Receiver,
+    RecordedStep,
+    UnsupportedReplayHistory,
+    activity_failure,
+    child_failure,
+    decode_arguments,
+    decode_payload_value,
+    event_id,
+    event_payload,
+    event_type,
+    group_membership,
+    parse_time,
+    sequence_of,
+    step_details,
+    text,
+)
+
+__all__ = ["read_history"]
+
+_CHILD_EVENTS = ("ChildWorkflowScheduled", "ChildRunStarted", "ChildRunCompleted", "ChildRunFailed",
+                 "ChildRunCancelled", "ChildRunTerminated")
+_ACTIVITY_EVENTS = ("ActivityScheduled", "ActivityStarted", "ActivityCompleted", "ActivityFailed",
+                    "ActivityTimedOut", "ActivityCancelled")
+
+
+def _timeout_kind(payload: Mapping[str, Any], wait_ids: Mapping[int, str]) -> Optional[str]:
+    """``condition_timeout`` / ``signal_timeout`` for the server's internal wait timers, else None."""
+    kind = payload.get("timer_kind")
+    if kind in ("condition_timeout", "signal_timeout"):
+        return str(kind)
+    if text(payload.get("condition_wait_id")) is not None:
+        return "condition_timeout"
+    if text(payload.get("signal_wait_id")) is not None:
+        return "signal_timeout"
+    sequence = sequence_of(payload)
+    if sequence is not None and sequence in wait_ids:
+        return "condition_timeout"
+    return None
+
+
+def _legacy_timer_aliases(events: List[Dict[str, Any]], wait_ids: Mapping[int, str]) -> Dict[int, str]:
+    """Older servers recorded a condition's timeout timer with only its own sequence, a timer
+    id and a delay equal to the wait's timeout, right after the open. Map those sequences to
+    the wait so they are not mistaken for user timers."""
+    aliases: Dict[int, str] = {}
+    active: Optional[Tuple[str, Optional[int], Optional[int]]] = None
+    for event in events:
+        kind, payload = event_type(event), event_payload(event)
+        if kind == "ConditionWaitOpened":
+            wait_id = text(payload.get("condition_wait_id"))
+            timeout = payload.get("timeout_seconds")
+            if isinstance(timeout, str) and timeout.isdigit():
+                timeout = int(timeout)
+            usable = isinstance(timeout, int) and not isinstance(timeout, bool) and timeout > 0
+            active = (wait_id, sequence_of(payload), timeout if usable else None) if wait_id else None
+        elif kind == "TimerScheduled":
+            if _timeout_kind(payload, {}) == "condition_timeout":
+                continue
+            sequence = sequence_of(payload)
+            if (active is not None and sequence is not None and active[1] is not None and sequence != active[1]
+                    and active[2] is not None and payload.get("delay_seconds") == active[2]
+                    and text(payload.get("timer_id")) is not None and text(payload.get("timer_kind")) is None):
+                aliases[sequence] = active[0]
+                continue
+            active = None
+        elif kind in ("TimerFired", "TimerCancelled"):
+            sequence = sequence_of(payload)
+            if (sequence is not None and sequence in aliases) or _timeout_kind(payload, wait_ids):
+                active = None
+        elif kind in ("ConditionWaitSatisfied", "ConditionWaitTimedOut"):
+            wait_id = text(payload.get("condition_wait_id"))
+            if active is not None and wait_id in (None, active[0]):
+                active = None
+        elif kind in ("WorkflowCompleted", "WorkflowFailed", "WorkflowContinuedAsNew", "ActivityScheduled",
+                      "ChildWorkflowScheduled"):
+            active = None
+    return aliases
+
+
+def _boundary(kind: Optional[str], payload: Mapping[str, Any], wait_ids: Mapping[int, str]) -> Optional[str]:
+    """Whether an event closes a condition wait ("condition"), is a durable step ("step"), or neither."""
+    if kind in ("ConditionWaitSatisfied", "ConditionWaitTimedOut"):
+        return "condition"
+    if kind in ("TimerFired", "TimerCancelled") and _timeout_kind(payload, wait_ids) == "condition_timeout":
+        return "condition"
+    if kind in ("WorkflowCompleted", "WorkflowFailed", "WorkflowContinuedAsNew", "ActivityScheduled",
+                "ActivityStarted", "ChildWorkflowScheduled", "ChildRunStarted"):
+        return "step"
+    if kind == "TimerScheduled":
+        return "step" if _timeout_kind(payload, wait_ids) is None else None
+    if kind in RESOLVED_EVENTS or (kind == "TimerFired" and _timeout_kind(payload, wait_ids) is None):
+        return "step"
+    return None
+
+
+def _receiver_wait_bindings(events: List[Dict[str, Any]], wait_ids: Mapping[int, str]) -> Dict[int, Optional[str]]:
+    """Which condition wait (if any) each signal/update receiver belongs to, by event index.
+
+    * A receiver recorded while a wait is open belongs to that wait.
+    * When several arrive during one open wait and the run then re-opens the wait (no
+      boundary in between), the later ones belong to the re-open: the task woken by the
+      first one was still running when they were recorded.
+    * Receivers recorded before any wait belong to the next wait opened, unless a durable
+      step separates them from it (then they apply by result position). Such receivers
+      arrived while the opening task ran; the task they woke is the one that may re-open,
+      so everything recorded between the open and that re-open belongs to the re-open.
+      (The published SDK binds the first of those to the old open and fails this history
+      with a non-determinism error.)
+    """
+    bindings: Dict[int, Optional[str]] = {}
+    prefix: List[int] = []
+    prefix_binds = True
+    current: Optional[str] = None
+    since_open: List[int] = []
+    woken_by_prefix = False
+    for index, event in enumerate(events):
+        kind, payload = event_type(event), event_payload(event)
+        if kind == "ConditionWaitOpened":
+            wait_id = text(payload.get("condition_wait_id"))
+            if wait_id is None:
+                continue
+            if current is None:
+                woken_by_prefix = bool(prefix) and prefix_binds
+                for receiver in prefix:
+                    bindings[receiver] = wait_id if prefix_binds else None
+            else:
+                # The task that recorded this re-open was woken by the first receiver after
+                # the previous open -- or, when receivers were already recorded before that
+                # open (they arrived while the opening task ran), by those: then every
+                # receiver since the open arrived during the re-opening task.
+                for receiver in since_open if woken_by_prefix else since_open[1:]:
+                    bindings[receiver] = wait_id
+                woken_by_prefix = False
+            prefix, prefix_binds, current, since_open = [], True, wait_id, []
+            continue
+        if kind in ("SignalReceived", "UpdateApplied"):
+            if current is None:
+                if prefix_binds or sequence_of(payload) is None:
+                    prefix.append(index)
+                else:
+                    bindings[index] = None
+            else:
+                since_open.append(index)
+                if len(since_open) == 1:
+                    bindings[index] = current
+            continue
+        boundary = _boundary(kind, payload, wait_ids)
+        if boundary is None:
+            continue
+        if current is None:
+            if boundary == "step":
+                for receiver in prefix:
+                    bindings[receiver] = None
+                prefix, prefix_binds = [], False
+            continue
+        for receiver in since_open:
+            bindings.setdefault(receiver, current)
+        current, since_open, prefix_binds = None, [], boundary == "condition"
+    for receiver in prefix:
+        bindings[receiver] = None
+    for receiver in since_open:
+        bindings.setdefault(receiver, current)
+    return bindings
+
+
+def _reorder_parallel_groups(index: HistoryIndex, memberships: List[Any]) -> None:
+    """Put the results of each fully resolved parallel group back into yielded order."""
+    slots_by_group: Dict[Any, List[int]] = {}
+    for slot, member in enumerate(memberships):
+        if member is not None:
+            slots_by_group.setdefault(member[0], []).append(slot)
+    results, steps = list(index.results), list(index.result_steps)
+    for key, slots in slots_by_group.items():
+        size = key[3]
+        sequences = sorted(memberships[slot][2] for slot in slots)
+        if len(slots) != size or sequences != list(range(key[2], key[2] + size)):
+            continue
+        by_sequence = sorted(slots, key=lambda slot: memberships[slot][2])
+        for target, source in zip(sorted(slots), by_sequence):
+            results[target], steps[target] = index.results[source], index.result_steps[source]
+    index.results, index.result_steps = results, steps
+
+
+# Events whose payload values replay decodes (plus the start event, whose declared codec
+# tells a JSON-era run apart). Other events' payload_codec fields are never read.
+_CODEC_CHECKED = frozenset({"WorkflowStarted", "ActivityCompleted", "ChildRunCompleted", "SideEffectRecorded",
+                            "SignalReceived", "UpdateApplied"})
+
+
+def _validate_codecs(events: List[Dict[str, Any]]) -> None:
+    for event in events:
+        if event_type(event) not in _CODEC_CHECKED:
+            continue
+        payload = event_payload(event)
+        if "payload_codec" in payload and payload["payload_codec"] != payloads.CODEC:
+            error = payloads.UnsupportedPayloadCodec(payload["payload_codec"])
+            raise WorkflowPayloadDecodeError(
+                f"{event_type(event) or 'history event'} {event_id(event) or ''}: {error}".replace("  ", " "),
+                event_id=event_id(event), codec=str(payload["payload_codec"]),
+            ) from error
+
+
+def _check_memo(payload: Mapping[str, Any], sequence: Optional[int], seen: Set[int]) -> str:
+    """Validate a MemoUpserted payload strictly; return the replay identity of its entries."""
+    if sequence is None:
+        raise NonDeterministicReplayError(0, "memo upsert with positive workflow sequence", ["MemoUpserted"],
+                                          detail="MemoUpserted history must retain its replay sequence.")
+    if sequence in seen:
+        raise NonDeterministicReplayError(sequence, "one MemoUpserted event", ["MemoUpserted", "MemoUpserted"],
+                                          detail="A workflow sequence cannot record the same memo update twice.")
+    identity = ""
+    for key, require in (("entries", True), ("merged", False)):
+        envelope = payload.get(key)
+        try:
+            if not isinstance(envelope, Mapping) or set(envelope) != {"codec", "blob"}:
+                raise ValueError(f"{key} must be exactly a {{codec, blob}} Avro envelope")
+            decoded = payloads.decode_envelope(dict(envelope))
+            if not isinstance(decoded, dict):
+                raise ValueError(f"{key} must decode to a string-keyed map")
+            canonical = canonical_memo_entries(decoded, require_entries=require)
+            if key == "entries":
+                identity = payloads.encode(canonical)
+        except (ValueError, TypeError) as error:
+            raise NonDeterministicReplayError(sequence, "memo upsert with canonical Avro entries", ["MemoUpserted"],
+                                              detail=f"MemoUpserted history has invalid {key}: {error}") from error
+    seen.add(sequence)
+    return identity
+
+
+def read_history(
+    events: List[Dict[str, Any]], *, codec: Optional[str], workflow_id: Optional[str] = None, run_id: str = "",
+) -> HistoryIndex:
+    """Scan ``events`` (the complete history, oldest first) into a :class:`HistoryIndex`."""
+    for event in events:
+        name = event_type(event) or ""
+        if name.startswith(UNSUPPORTED_PREFIXES):
+            raise UnsupportedReplayHistory(f"history event {name!r} needs a feature sync_worker does not replay")
+    _validate_codecs(events)
+
+    types_by_sequence: Dict[int, List[str]] = {}
+    details_by_sequence: Dict[int, Dict[str, Any]] = {}
+    wait_ids: Dict[int, str] = {}
+    for event in events:
+        kind, payload = event_type(event), event_payload(event)
+        sequence = sequence_of(payload)
+        if sequence is None:
+            continue
+        if kind is not None:
+            types_by_sequence.setdefault(sequence, []).append(kind)
+        details = details_by_sequence.setdefault(sequence, {})
+        details.update(step_details(payload))
+        if kind in _CHILD_EVENTS:
+            for policy in ("parent_close_policy", "cancellation_policy"):
+                details.setdefault(policy, "abandon")
+        if kind in _ACTIVITY_EVENTS:
+            details.setdefault("cancellation_policy", "try_cancel")
+        if kind == "ConditionWaitOpened" and text(payload.get("condition_wait_id")):
+            wait_ids[sequence] = payload["condition_wait_id"]
+    wait_ids.update(_legacy_timer_aliases(events, wait_ids))
+
+    resolved: Set[int] = set()
+    for event in events:
+        kind, payload = event_type(event), event_payload(event)
+        sequence = sequence_of(payload)
+        if sequence is not None and (kind in RESOLVED_EVENTS or (
+                kind == "TimerFired" and _timeout_kind(payload, wait_ids) is None)):
+            resolved.add(sequence)
+
+    index = HistoryIndex(events=events)
+    for event in events:
+        if event_type(event) == "WorkflowStarted":
+            payload = event_payload(event)
+            source = "payload.timestamp" if "timestamp" in payload else "recorded_at"
+            index.start_time = parse_time(payload.get("timestamp") if "timestamp" in payload
+                                           else event.get("recorded_at"))
+            if index.start_time is None:
+                index.clock_error = f"Workflow replay clock unavailable: invalid or missing WorkflowStarted.{source}"
+            break
+    else:
+        index.clock_error = "Workflow replay clock unavailable: missing WorkflowStarted persisted start time"
+    index.has_terminal_event = any(event_type(event) in TERMINAL_RUN_EVENTS for event in events)
+
+    bindings = _receiver_wait_bindings(events, wait_ids)
+    memberships: List[Any] = []
+    pending_added: Set[int] = set()
+    memo_seen: Set[int] = set()
+    delivered: Dict[Tuple[str, int], Dict[str, Any]] = {}
+
+    def step(shape: str, position: int, payload: Mapping[str, Any], kind: str, fallback: int) -> RecordedStep:
+        sequence = sequence_of(payload) or fallback
+        details = dict(details_by_sequence.get(sequence, {}))
+        details.update(step_details(payload))
+        return RecordedStep(sequence, shape, list(types_by_sequence.get(sequence) or [kind]), details, position)
+
+    def add_result(value: Any, shape: str, position: int, payload: Mapping[str, Any], kind: str) -> None:
+        index.result_steps.append(step(shape, position, payload, kind, len(index.result_steps) + 1))
+        index.results.append(value)
+        memberships.append(group_membership(payload))
+
+    def add_pending(shape: str, position: int, payload: Mapping[str, Any], kind: str) -> None:
+        sequence = sequence_of(payload)
+        if sequence is None or sequence in resolved or sequence in pending_added:
+            return
+        pending_added.add(sequence)
+        index.pending_steps.append(step(shape, position, payload, kind, sequence))
+
+    for position, event in enumerate(events):
+        kind, payload = event_type(event) or "", event_payload(event)
+        sequence = sequence_of(payload)
+        if kind in DEDUPLICATED_EVENTS and sequence is not None:
+            if delivered.get((kind, sequence)) == payload:
+                continue  # a byte-identical duplicate delivery of the same terminal event
+            delivered[(kind, sequence)] = payload
+        try:
+            if kind == "ActivityCompleted":
+                value = decode_payload_value(payload.get("result", payload.get("output")), payload, codec)
+                add_result(value, "activity", position, payload, kind)
+            elif kind in ("ActivityFailed", "ActivityTimedOut", "ActivityCancelled"):
+                add_result(activity_failure(payload), "activity", position, payload, kind)
+            elif kind in ("ActivityScheduled", "ActivityStarted"):
+                add_pending("activity", position, payload, kind)
+            elif kind == "TimerScheduled":
+                if _timeout_kind(payload, wait_ids) is None:
+                    add_pending("timer", position, payload, kind)
+            elif kind == "TimerFired":
+                timer_kind = _timeout_kind(payload, wait_ids)
+                if timer_kind is None:
+                    add_result(None, "timer", position, payload, kind)
+                elif timer_kind == "condition_timeout":
+                    wait_id = text(payload.get("condition_wait_id")) or wait_ids.get(sequence or -1)
+                    if wait_id is not None:
+                        index.wait_terminal_index.setdefault(wait_id, position)
+                        index.wait_resolutions[wait_id] = "timed_out"
+            elif kind in ("ChildWorkflowScheduled", "ChildRunStarted"):
+                add_pending("child workflow", position, payload, kind)
+            elif kind == "ChildRunCompleted":
+                value = decode_payload_value(payload.get("result", payload.get("output")), payload, codec)
+                add_result(value, "child workflow", position, payload, kind)
+            elif kind in ("ChildRunFailed", "ChildRunCancelled", "ChildRunTerminated"):
+                add_result(child_failure(payload, kind), "child workflow", position, payload, kind)
+            elif kind == "SideEffectRecorded":
+                value = decode_payload_value(payload.get("result", payload.get("output")), payload, codec)
+                add_result(value, "side effect", position, payload, kind)
+            elif kind == "VersionMarkerRecorded":
+                add_result(payload.get("version", 0), "version marker", position, payload, kind)
+            elif kind == "MemoUpserted":
+                identity = _check_memo(payload, sequence, memo_seen)
+                add_result(None, "memo upsert", position, payload, kind)
+                index.result_steps[-1].details["entries_identity"] = identity
+            elif kind == "SearchAttributesUpserted":
+                add_result(None, "search attributes upsert", position, payload, kind)
+            elif kind == "ConditionWaitOpened":
+                if text(payload.get("condition_wait_id")) is not None:
+                    fallback = len(index.result_steps) + len(index.wait_steps) + 1
+                    index.wait_steps.append(step("condition wait", position, payload, kind, fallback))
+                    index.waits.append(payload)
+            elif kind in ("ConditionWaitSatisfied", "ConditionWaitTimedOut"):
+                wait_id = text(payload.get("condition_wait_id"))
+                if wait_id is not None:
+                    index.wait_terminal_index.setdefault(wait_id, position)
+                    index.wait_resolutions[wait_id] = "satisfied" if kind == "ConditionWaitSatisfied" else "timed_out"
+            elif kind in ("SignalReceived", "UpdateApplied"):
+                _add_receiver(index, event, position, bindings, wait_ids, codec, workflow_id, run_id)
+        except PayloadError as error:
+            raise WorkflowPayloadDecodeError(
+                f"{kind} payload decode failed at history event {event_id(event) or position}: {error}",
+                event_id=event_id(event), codec=str(payload.get("payload_codec", codec)),
+            ) from error
+    _reorder_parallel_groups(index, memberships)
+    return index
+
+
+def _add_receiver(
+    index: HistoryIndex, event: Dict[str, Any], position: int, bindings: Mapping[int, Optional[str]],
+    wait_ids: Mapping[int, str], codec: Optional[str], workflow_id: Optional[str], run_id: str,
+) -> None:
+    kind = event_type(event)
+    payload = event_payload(event)
+    receiver_kind = "signal" if kind == "SignalReceived" else "update"
+    name = text(payload.get("signal_name" if receiver_kind == "signal" else "update_name"))
+    if name is None:
+        return
+    if receiver_kind == "signal":
+        raw = next((payload[key] for key in ("value", "input", "arguments") if payload.get(key) is not None), None)
+    else:
+        raw = payload.get("arguments")
+    try:
+        args = decode_arguments(raw, payload, codec)
+    except PayloadError as error:
+        raise WorkflowPayloadDecodeError(
+            f"{receiver_kind} {name!r} payload decode failed (workflow {workflow_id or '?'}, run {run_id or '?'}, "
+            f"event {event_id(event) or position}): {error}",
+            event_id=event_id(event), codec=str(payload.get("payload_codec", codec)),
+        ) from error
+    if position in bindings:
+        wait_id = bindings[position]
+    else:
+        sequence = sequence_of(payload)
+        wait_id = wait_ids.get(sequence) if sequence is not None else None
+    index.receivers.append(Receiver(position, len(index.results), receiver_kind, name, args, wait_id))

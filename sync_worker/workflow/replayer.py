@@ -1,0 +1,497 @@
+"""The deterministic replayer: history in, commands out (protocol §4.3, §13.3, §13.4).
+
+``replay(cls, events, start_input, ...)`` builds a fresh instance, runs its ``run``
+generator against the recorded history and returns the commands of this task:
+
+* each yielded step is matched with the next recorded one (shape and recorded details);
+  a recorded result is sent back in, a recorded failure is thrown in;
+* past the end of history, non-blocking commands (side effect, version marker, memo and
+  search-attribute upserts) are collected and the code continues; the first blocking
+  command (activity, timer, child, condition wait, parallel group) ends the task;
+* a step that is already scheduled but unresolved is not issued again: the task ends
+  with what it has, often an empty list ("waiting for history");
+* signals/updates are applied in history order (see ``reader``);
+* when the workflow returns or raises, every recorded step must have been consumed.
+
+A mismatch raises ``NonDeterministicReplayError`` (a workflow-*task* failure); an
+exception escaping workflow code becomes a ``FailWorkflow`` command.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+from ..errors import (
+    ActivityFailed,
+    ChildWorkflowFailed,
+    InvalidWorkflowDefinition,
+    NonDeterministicReplayError,
+    WorkflowCancelled,
+    WorkflowEntryArgumentsMismatchError,
+)
+from .commands import (
+    Command,
+    CompleteWorkflow,
+    ContinueAsNew,
+    RecordSideEffect,
+    RecordVersionMarker,
+    ScheduleActivity,
+    StartChildWorkflow,
+    StartTimer,
+    UpsertMemo,
+    UpsertSearchAttributes,
+    WaitCondition,
+)
+from .context import WorkflowContext
+from .definition import validate_entrypoint, workflow_name
+from .failures import fail_workflow_from_exception
+from .history import HistoryIndex, Receiver, RecordedStep, UnsupportedReplayHistory
+from .matching import annotate_group, check_step, first_failure, group_leaves, reshape
+from .reader import read_history
+
+__all__ = ["ReplayResult", "replay"]
+
+@dataclass
+class ReplayResult:
+    """The commands of this task plus the replayed instance (for queries and updates)."""
+
+    commands: List[Command]
+    instance: Any
+    context: WorkflowContext
+
+
+class _Stop:
+    """End of this task: ``commands`` are final (the collected ones, unless replaced)."""
+
+    def __init__(self, commands: Optional[List[Command]] = None) -> None:
+        self.commands = commands
+
+
+_Action = Union[Tuple[str, Any], _Stop]
+
+
+class _Replay:
+    def __init__(self, cls: type, events: List[Dict[str, Any]], start_input: List[Any], *,
+                 workflow_id: Optional[str], run_id: str, codec: Optional[str], cancel_requested: bool) -> None:
+        validate_entrypoint(cls)
+        self.cls = cls
+        self.start_input = list(start_input)
+        self.history: HistoryIndex = read_history(events, codec=codec, workflow_id=workflow_id, run_id=run_id)
+        start = self.history.start_time if events else datetime.now(timezone.utc)
+        self.ctx = WorkflowContext(workflow_id=workflow_id or _workflow_id_from(events), run_id=run_id,
+                                   start_time=start, clock_error=self.history.clock_error,
+                                   cancel_requested=cancel_requested)
+        self.instance = cls()
+        self.receivers: List[Receiver] = list(self.history.receivers)
+        self.cursor = 0
+        self.wait_cursor = 0
+        self.pending: List[Command] = []
+        self.versions: Dict[str, int] = {}
+        self.trailing_wait: Optional[WaitCondition] = None
+        self._result_min = _suffix_minima(self.history.result_steps)
+        self._wait_min = _suffix_minima(self.history.wait_steps)
+        self._pending_min = min(self.history.pending_steps, key=lambda step: step.sequence, default=None)
+
+    # -- recorded-step bookkeeping --------------------------------------------------
+
+    def unconsumed(self) -> List[RecordedStep]:
+        """Every recorded step not consumed yet, lowest sequence first (results, waits, pending on ties)."""
+        history = self.history
+        steps = (history.result_steps[self.cursor:] + history.wait_steps[self.wait_cursor:]
+                 + history.pending_steps)
+        return sorted(steps, key=lambda step: step.sequence)
+
+    def next_unconsumed(self) -> Optional[RecordedStep]:
+        """``unconsumed()[0]`` in constant time (it is asked on every yield)."""
+        candidates = [step for step in (self._result_min[self.cursor], self._wait_min[self.wait_cursor],
+                                        self._pending_min) if step is not None]
+        return min(candidates, key=lambda step: step.sequence) if candidates else None
+
+    def check_new(self, command: Any, offset: int = 0) -> None:
+        """A command past the result queue must still agree with any recorded open step."""
+        if offset == 0:
+            step = self.next_unconsumed()
+            if step is not None:
+                check_step(command, step)
+            return
+        steps = self.unconsumed()
+        if offset < len(steps):
+            check_step(command, steps[offset])
+
+    def take_result(self, command: Any) -> Any:
+        check_step(command, self.history.result_steps[self.cursor])
+        value = self.history.results[self.cursor]
+        self.cursor += 1
+        return value
+
+    def go_live(self) -> None:
+        self.ctx.logger.replaying = False
+
+    # -- receivers ------------------------------------------------------------------
+
+    def apply(self, receiver: Receiver) -> None:
+        registry = getattr(self.cls, "__workflow_signals__" if receiver.kind == "signal" else "__workflow_updates__",
+                           {}) or {}
+        method = registry.get(receiver.name)
+        handler = getattr(self.instance, method, None) if method else None
+        if handler is None:
+            if receiver.kind == "signal":
+                return  # an unknown signal is ignored, as the contract says
+            raise TypeError(f"unknown update {receiver.name!r} in workflow history")
+        result = handler(*receiver.args)
+        if inspect.isawaitable(result) or inspect.isgenerator(result):
+            getattr(result, "close", lambda: None)()
+            raise InvalidWorkflowDefinition(
+                f"unsupported_workflow_handler_result: {self.cls.__qualname__}.{method} returned an async or "
+                "generator value; handlers must return plain values."
+            )
+
+    def apply_due(self, *, before_result: bool) -> None:
+        while self.receivers:
+            head = self.receivers[0]
+            if head.wait_id is not None:
+                return
+            if head.result_index > self.cursor or (before_result and head.result_index == self.cursor):
+                return
+            self.apply(self.receivers.pop(0))
+
+    def apply_for_wait(self, wait_id: Optional[str]) -> None:
+        if wait_id is None:
+            return
+        terminal = self.history.wait_terminal_index.get(wait_id)
+        if terminal is not None:
+            while self.receivers and self.receivers[0].history_index < terminal:
+                self.apply(self.receivers.pop(0))
+            return
+        bound = [i for i, receiver in enumerate(self.receivers) if receiver.wait_id == wait_id]
+        if bound:
+            boundary = bound[0] + 1
+            while boundary < len(self.receivers) and self.receivers[boundary].wait_id == wait_id:
+                boundary += 1
+            for _ in range(boundary):
+                self.apply(self.receivers.pop(0))
+
+    # -- the drive loop -------------------------------------------------------------
+
+    def run(self) -> ReplayResult:
+        name = workflow_name(self.cls)
+        try:
+            signature = inspect.signature(self.instance.run)
+        except (TypeError, ValueError):
+            raise WorkflowEntryArgumentsMismatchError(name, "signature_unavailable") from None
+        try:
+            signature.bind(self.ctx, *self.start_input)
+        except TypeError:
+            raise WorkflowEntryArgumentsMismatchError(name, "argument_binding_failed") from None
+        try:
+            return self.result(self.drive())
+        except (NonDeterministicReplayError, InvalidWorkflowDefinition, UnsupportedReplayHistory):
+            raise
+        except (Exception, WorkflowCancelled) as error:
+            return self.result([*self.pending, fail_workflow_from_exception(error)])
+
+    def result(self, commands: List[Command]) -> ReplayResult:
+        return ReplayResult(commands, self.instance, self.ctx)
+
+    def drive(self) -> List[Command]:
+        generator = self.instance.run(self.ctx, *self.start_input)
+        if not inspect.isgenerator(generator):
+            return self.finish(generator)
+        action: Tuple[str, Any] = ("send", None)
+        first = True
+        while True:
+            self.skip_duplicate_version_markers()
+            if not first:
+                self.apply_due(before_result=True)
+            if self.next_unconsumed() is None:
+                # Nothing recorded is left: the code about to run executes for the first time.
+                self.go_live()
+            try:
+                command = generator.throw(action[1]) if action[0] == "throw" else generator.send(action[1])
+            except StopIteration as stop:
+                return self.finish(stop.value)
+            first = False
+            self.apply_due(before_result=False)
+            outcome = self.handle(command)
+            if isinstance(outcome, _Stop):
+                return outcome.commands if outcome.commands is not None else list(self.pending)
+            action = outcome
+
+    def finish(self, value: Any) -> List[Command]:
+        if inspect.isawaitable(value) or inspect.isasyncgen(value):
+            getattr(value, "close", lambda: None)()
+            raise InvalidWorkflowDefinition(
+                f"unsupported_workflow_result: {self.cls.__qualname__}.run returned an async value; "
+                "use a plain result or yield durable commands."
+            )
+        self.apply_due(before_result=False)
+        self.skip_trailing_reopens()
+        terminal: Command = value if isinstance(value, ContinueAsNew) else CompleteWorkflow(result=value)
+        step = self.next_unconsumed()
+        if step is not None:
+            shape = "continue as new" if isinstance(value, ContinueAsNew) else "complete workflow"
+            raise NonDeterministicReplayError(step.sequence, shape, step.event_types)
+        return [*self.pending, terminal]
+
+    def handle(self, command: Any) -> _Action:
+        if isinstance(command, RecordVersionMarker):
+            return ("send", self.resolve_version(command))
+        if isinstance(command, list):
+            return self.parallel(command)
+        if isinstance(command, ContinueAsNew):
+            return _Stop(self.finish(command))
+        if isinstance(command, (RecordSideEffect, UpsertMemo, UpsertSearchAttributes)):
+            return self.non_blocking(command)
+        if isinstance(command, WaitCondition):
+            return self.wait(command)
+        if isinstance(command, (ScheduleActivity, StartTimer, StartChildWorkflow)):
+            if self.cursor < len(self.history.results):
+                value = self.take_result(command)
+                return ("throw", value) if isinstance(value, (ActivityFailed, ChildWorkflowFailed)) else ("send", value)
+            self.go_live()
+            self.check_new(command)
+            if self.next_unconsumed() is None:
+                self.pending.append(command)
+            # Otherwise it is already scheduled and unresolved: never issue it twice.
+            return _Stop()
+        raise TypeError(f"workflow yielded unsupported command: {command!r}")
+
+    def non_blocking(self, command: Union[RecordSideEffect, UpsertMemo, UpsertSearchAttributes]) -> _Action:
+        if self.cursor < len(self.history.results):
+            return ("send", self.take_result(command))
+        self.go_live()
+        self.check_new(command)
+        if isinstance(command, RecordSideEffect):
+            if command.effect is not None:
+                try:
+                    command.result = command.effect()
+                except Exception as error:
+                    return ("throw", error)
+                command.effect = None
+            self.pending.append(command)
+            return ("send", command.result)
+        self.pending.append(command)
+        return ("send", None)
+
+    def parallel(self, group: List[Any]) -> _Action:
+        leaves = group_leaves(group)
+        if not leaves:
+            return ("send", [])
+        steps = self.unconsumed()
+        base = steps[0].sequence if steps else self.history.max_sequence() + len(self.pending) + 1
+        annotated, shape = annotate_group(group, base)
+        needed = len(annotated)
+        if self.cursor + needed <= len(self.history.results):
+            for offset, leaf in enumerate(annotated):
+                check_step(leaf, self.history.result_steps[self.cursor + offset])
+            values = self.history.results[self.cursor:self.cursor + needed]
+            self.cursor += needed
+            failure = first_failure(values)
+            return ("throw", failure) if failure is not None else ("send", reshape(shape, values))
+        self.go_live()
+        for offset, leaf in enumerate(annotated):
+            self.check_new(leaf, offset)
+        # A partly resolved group re-emits every member with the same group metadata;
+        # the server ignores members it already recorded (protocol §4.5.1).
+        self.pending.extend(annotated)
+        return _Stop()
+
+    # -- version markers ------------------------------------------------------------
+
+    def recorded_version(self, step: RecordedStep) -> int:
+        payload = _payload_at(self, step)
+        version, change_id = payload.get("version"), payload.get("change_id")
+        low, high = payload.get("min_supported"), payload.get("max_supported")
+
+        def invalid(detail: str) -> NonDeterministicReplayError:
+            return NonDeterministicReplayError(step.sequence, "compatible version marker", step.event_types,
+                                               detail=detail)
+
+        if type(version) is not int:
+            raise invalid("Version marker must contain an integer version.")
+        if not isinstance(change_id, str) or not change_id.strip():
+            raise invalid("Version marker must retain a non-empty change ID.")
+        if type(low) is not int or type(high) is not int or not low <= version <= high:
+            raise invalid("Recorded version marker has an invalid supported range.")
+        return version
+
+    def skip_duplicate_version_markers(self) -> None:
+        # Older SDKs recorded a marker on every call of the same change id: consume them.
+        while self.versions and self.cursor < len(self.history.results):
+            step = self.history.result_steps[self.cursor]
+            change_id = step.details.get("change_id")
+            if step.shape != "version marker" or change_id not in self.versions or self.next_unconsumed() is not step:
+                return
+            if self.recorded_version(step) != self.versions[change_id]:
+                raise NonDeterministicReplayError(step.sequence, "compatible version marker", step.event_types,
+                                                  detail=f"Conflicting recorded decisions for change ID {change_id!r}.")
+            self.cursor += 1
+
+    def resolve_version(self, command: RecordVersionMarker) -> Any:
+        def invalid(detail: str, step: Optional[RecordedStep] = None) -> NonDeterministicReplayError:
+            return NonDeterministicReplayError(step.sequence if step else self.history.max_sequence() + 1,
+                                               "compatible version marker", step.event_types if step else [],
+                                               detail=detail)
+
+        if not isinstance(command.change_id, str) or not command.change_id.strip():
+            raise invalid("Version markers require a stable non-empty change ID.")
+        if command.min_supported > command.max_supported:
+            raise invalid(f"Invalid supported range for change ID {command.change_id!r}.")
+        step = self.next_unconsumed()
+        if command.change_id in self.versions:
+            version = self.versions[command.change_id]
+        elif step is not None and step.shape == "version marker":
+            if self.history.result_steps[self.cursor] is not step:
+                raise NonDeterministicReplayError(step.sequence, command.describe(), step.event_types)
+            check_step(command, step)
+            version = self.recorded_version(step)
+            self.cursor += 1
+        elif step is not None or self.history.has_terminal_event:
+            # The run already passed this point without a marker: it took the old path.
+            version = -1
+        else:
+            version = command.version
+            self.go_live()
+            self.pending.append(command)
+        if not command.min_supported <= version <= command.max_supported:
+            raise invalid(f"Recorded version {version} for change ID {command.change_id!r} is outside the "
+                          f"supported range {command.min_supported}..{command.max_supported}.", step)
+        self.versions.setdefault(command.change_id, version)
+        return command.result_for(version)
+
+    # -- condition waits ------------------------------------------------------------
+
+    def wait_mismatch(self, opened: Dict[str, Any], step: RecordedStep, command: WaitCondition) -> Optional[
+            NonDeterministicReplayError]:
+        identity = f"condition wait {opened.get('condition_wait_id')!r}"
+        key = opened.get("condition_key")
+        if isinstance(key, str) and key != (command.condition_key or ""):
+            return NonDeterministicReplayError(step.sequence, "condition wait", step.event_types, detail=(
+                f"condition_key_changed: {identity} wait_condition key changed during replay: history has "
+                f"{key!r}, workflow yielded {command.condition_key!r}"))
+        fingerprint = opened.get("condition_definition_fingerprint")
+        if isinstance(fingerprint, str) and fingerprint != command.condition_definition_fingerprint:
+            return NonDeterministicReplayError(step.sequence, "condition wait", step.event_types, detail=(
+                f"condition_fingerprint_changed: {identity} wait_condition predicate fingerprint changed during "
+                f"replay: history has {fingerprint!r}, workflow yielded {command.condition_definition_fingerprint!r}"))
+        return None
+
+    def same_wait(self, position: int, command: WaitCondition) -> bool:
+        """Whether recorded open ``position`` is a re-open of the same logical wait."""
+        if position >= len(self.history.waits):
+            return False
+        opened, step = self.history.waits[position], self.history.wait_steps[position]
+        if self.wait_mismatch(opened, step, command) is not None:
+            return False
+        key, fingerprint = opened.get("condition_key"), opened.get("condition_definition_fingerprint")
+        same_key = isinstance(key, str) and bool(key) and key == (command.condition_key or "")
+        return same_key or (isinstance(fingerprint, str) and bool(fingerprint)
+                            and fingerprint == command.condition_definition_fingerprint)
+
+    def evaluate(self, command: WaitCondition) -> bool:
+        return bool(command.predicate())
+
+    def wait(self, command: WaitCondition) -> _Action:
+        history = self.history
+        mismatch = None
+        if self.wait_cursor < len(history.waits):
+            mismatch = self.wait_mismatch(history.waits[self.wait_cursor], history.wait_steps[self.wait_cursor],
+                                          command)
+        if self.wait_cursor >= len(history.waits) or mismatch is not None:
+            # Nothing recorded for this wait: a predicate that is already true records nothing.
+            try:
+                if self.evaluate(command):
+                    self.trailing_wait = None
+                    return ("send", True)
+            except Exception as error:
+                return _Stop([fail_workflow_from_exception(error, prefix="wait_condition predicate raised")])
+            if mismatch is not None:
+                raise mismatch
+            self.go_live()
+            self.check_new(command)
+            self.pending.append(command)
+            return _Stop()
+        reopened = False
+        while True:
+            opened, step = history.waits[self.wait_cursor], history.wait_steps[self.wait_cursor]
+            check_step(command, step)
+            mismatch = self.wait_mismatch(opened, step, command)
+            if mismatch is not None:
+                raise mismatch
+            wait_id = opened.get("condition_wait_id")
+            resolution = history.wait_resolutions.get(wait_id) if isinstance(wait_id, str) else None
+            self.apply_for_wait(wait_id if isinstance(wait_id, str) else None)
+            has_reopen = self.same_wait(self.wait_cursor + 1, command)
+            if resolution == "timed_out":
+                self.trailing_wait = None
+                self.wait_cursor += 1
+                return ("send", False)
+            try:
+                satisfied = self.evaluate(command)
+            except Exception as error:
+                return _Stop([fail_workflow_from_exception(error, prefix="wait_condition predicate raised")])
+            if has_reopen and not satisfied:
+                # The server re-opened this wait after input that did not satisfy it.
+                reopened = True
+                self.wait_cursor += 1
+                continue
+            if satisfied or resolution == "satisfied":
+                self.trailing_wait = command if has_reopen and reopened else None
+                self.wait_cursor += 1
+                return ("send", True)
+            self.go_live()
+            self.pending.append(command)  # still false: re-open the wait
+            self.wait_cursor += 1
+            return _Stop()
+
+    def skip_trailing_reopens(self) -> None:
+        command = self.trailing_wait
+        if command is None:
+            return
+        while self.wait_cursor < len(self.history.waits) and self.same_wait(self.wait_cursor, command):
+            wait_id = self.history.waits[self.wait_cursor].get("condition_wait_id")
+            if not isinstance(wait_id, str) or wait_id in self.history.wait_resolutions or any(
+                    receiver.wait_id == wait_id for receiver in self.receivers):
+                return
+            self.wait_cursor += 1
+
+
+def _suffix_minima(steps: List[RecordedStep]) -> List[Optional[RecordedStep]]:
+    """``out[i]`` is the lowest-sequence step of ``steps[i:]`` (the earliest one on ties)."""
+    out: List[Optional[RecordedStep]] = [None] * (len(steps) + 1)
+    for index in range(len(steps) - 1, -1, -1):
+        best = out[index + 1]
+        out[index] = steps[index] if best is None or steps[index].sequence <= best.sequence else best
+    return out
+
+
+def _payload_at(replay: _Replay, step: RecordedStep) -> Dict[str, Any]:
+    return replay.history.payload_at(step.history_index)
+
+
+def _workflow_id_from(events: List[Dict[str, Any]]) -> str:
+    for event in events:
+        payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+        assert isinstance(payload, dict)
+        found = payload.get("workflow_id") or event.get("workflow_id")
+        if found is not None:
+            return str(found)
+    return ""
+
+
+def replay(
+    cls: type,
+    history_events: List[Dict[str, Any]],
+    start_input: List[Any],
+    *,
+    workflow_id: Optional[str] = None,
+    run_id: str = "",
+    payload_codec: Optional[str] = "avro",
+    cancel_requested: bool = False,
+) -> ReplayResult:
+    """Replay ``cls`` over the complete history; see the module docstring."""
+    return _Replay(cls, list(history_events), start_input, workflow_id=workflow_id, run_id=run_id,
+                   codec=payload_codec, cancel_requested=cancel_requested).run()

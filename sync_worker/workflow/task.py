@@ -1,0 +1,256 @@
+"""Entry points the worker runtime calls: one workflow task, one query task (pure).
+
+``execute_workflow_task`` returns either the commands to complete the task with, or the
+body of a workflow-task *failure* (protocol §4.6) — never both. An empty command list
+with no failure means "waiting for history" (the runtime sends the benign
+``WorkflowTaskWaitingForHistory`` fail). Workflow-code exceptions are not task failures:
+they are a ``fail_workflow`` command.
+
+``execute_query_task`` replays committed history (no commands) and runs the
+``@workflow.query`` handler; its failure carries one of the §6.3 reasons.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import traceback
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+from .. import payloads
+from ..errors import (
+    NonDeterministicReplayError,
+    PayloadError,
+    RuntimeCapabilityUnsupported,
+    WorkflowEntryArgumentsMismatchError,
+)
+from .commands import (
+    CompleteUpdate,
+    FailUpdate,
+    FailWorkflow,
+    ScheduleActivity,
+    StartChildWorkflow,
+)
+from .failures import fail_update_from_exception
+from .history import event_payload, event_type
+from .registry import WorkflowRegistry
+from .replayer import ReplayResult, replay
+
+__all__ = ["QueryTaskOutcome", "WorkflowTaskOutcome", "apply_update", "execute_query_task", "execute_workflow_task"]
+
+log = logging.getLogger("sync_worker.workflow")
+
+
+@dataclass
+class WorkflowTaskOutcome:
+    """``commands`` to complete the task with, or ``failure`` (the task-fail body)."""
+
+    commands: List[Dict[str, Any]]
+    failure: Optional[Dict[str, Any]] = None
+
+
+@dataclass
+class QueryTaskOutcome:
+    """``value`` (and its Avro envelope) to answer the query with, or ``failure``."""
+
+    value: Any = None
+    failure: Optional[Dict[str, Any]] = None
+    result_envelope: Optional[Dict[str, str]] = None
+
+
+def _failure(message: str, error: Optional[BaseException] = None, **extra: Any) -> Dict[str, Any]:
+    body: Dict[str, Any] = {"message": message}
+    if error is not None:
+        body["type"] = type(error).__name__
+        body["stack_trace"] = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    body.update({key: value for key, value in extra.items() if value is not None})
+    return body
+
+
+def _check_codec(codec: Any) -> str:
+    if codec != payloads.CODEC:
+        raise payloads.UnsupportedPayloadCodec(codec)
+    return payloads.CODEC
+
+
+def _capability_problem(commands: List[Any]) -> Optional[RuntimeCapabilityUnsupported]:
+    # Cancellation policies need the 1.20 cooperative-cancellation machinery, which this
+    # worker does not negotiate; refuse them instead of silently dropping them.
+    for command in commands:
+        if isinstance(command, ScheduleActivity) and command.cancellation_policy is not None:
+            return RuntimeCapabilityUnsupported(
+                "activity_cancellation_policy_not_supported",
+                "Activity cancellation policies need cooperative cancellation, which sync_worker does not negotiate.")
+        if isinstance(command, StartChildWorkflow) and (
+                command.cancellation_policy is not None
+                or command.policies().get("parent_close_policy") == "request_cancellation"):
+            return RuntimeCapabilityUnsupported(
+                "child_cancellation_policy_not_supported",
+                "Child cancellation policies need cooperative cancellation, which sync_worker does not negotiate.")
+    return None
+
+
+def apply_update(
+    cls: type, history: List[Dict[str, Any]], start_input: List[Any], update_id: str, *,
+    workflow_id: Optional[str] = None, run_id: str = "", payload_codec: Optional[str] = "avro",
+) -> Any:
+    """Replay to the current state and run the accepted update ``update_id`` (§4.9).
+
+    Returns a ``CompleteUpdate`` or ``FailUpdate``; ``NonDeterministicReplayError`` propagates.
+    """
+    try:
+        state = replay(cls, history, start_input, workflow_id=workflow_id, run_id=run_id, payload_codec=payload_codec)
+    except NonDeterministicReplayError:
+        raise
+    except Exception as error:
+        return fail_update_from_exception(update_id, "workflow replay failed before update", error)
+    if state.commands and isinstance(state.commands[0], FailWorkflow):
+        return FailUpdate(update_id, f"workflow replay failed before update: {state.commands[0].message}",
+                          exception_type=state.commands[0].exception_type)
+    accepted = next((event_payload(event) for event in reversed(history)
+                     if event_type(event) in ("UpdateAccepted", "update_accepted")
+                     and event_payload(event).get("update_id") == update_id), None)
+    if accepted is None:
+        return FailUpdate(update_id, f"accepted update {update_id!r} was not present in workflow history",
+                          exception_type="UpdateNotFound")
+    name = accepted.get("update_name")
+    if not isinstance(name, str) or not name:
+        return FailUpdate(update_id, f"accepted update {update_id!r} is missing an update name",
+                          exception_type="InvalidUpdate")
+    try:
+        codec = accepted.get("payload_codec", payload_codec)
+        raw = accepted.get("arguments")
+        args = [] if raw is None else payloads.decode_arguments(raw, codec=codec)
+    except Exception as error:
+        return fail_update_from_exception(update_id, "update argument decode failed", error)
+    method = (getattr(cls, "__workflow_updates__", {}) or {}).get(name)
+    handler = getattr(state.instance, method, None) if method else None
+    if handler is None:
+        return FailUpdate(update_id, f"unknown update {name!r}", exception_type="UnknownUpdate")
+    try:
+        result = handler(*args)
+        if inspect.isawaitable(result) or inspect.isgenerator(result):
+            getattr(result, "close", lambda: None)()
+            raise TypeError(f"update handler {name!r} must return a plain value, not an async or generator value")
+        return CompleteUpdate(update_id, result)
+    except Exception as error:
+        return fail_update_from_exception(update_id, "update handler failed", error)
+
+
+def execute_workflow_task(
+    registry: WorkflowRegistry, task: Dict[str, Any], history_events: List[Dict[str, Any]], *, task_queue: str,
+) -> WorkflowTaskOutcome:
+    """Run one workflow task over its complete history; see the module docstring."""
+    workflow_type = str(task.get("workflow_type") or "")
+    codec = task.get("payload_codec")
+    try:
+        codec = _check_codec(codec)
+        start_input = payloads.decode_arguments(task.get("arguments"), codec=codec)
+    except (PayloadError, ValueError, TypeError) as error:
+        return WorkflowTaskOutcome([], _failure(
+            f"cannot decode workflow start input with codec {codec!r}: {error}. "
+            "Verify the start input bytes match the declared codec and writer schema.", error))
+    cls = registry.get(workflow_type)
+    if cls is None:
+        log.warning("no workflow registered for type %r; failing the task", workflow_type)
+        return WorkflowTaskOutcome([], {"message": f"no workflow registered for type {workflow_type!r}"})
+    workflow_id, run_id = task.get("workflow_id"), str(task.get("run_id") or "")
+    update_id = task.get("workflow_update_id")
+    if isinstance(update_id, str) and update_id:
+        try:
+            command = apply_update(cls, history_events, start_input, update_id, workflow_id=workflow_id,
+                                   run_id=run_id, payload_codec=codec)
+            return WorkflowTaskOutcome([command.to_wire(task_queue)])
+        except NonDeterministicReplayError as error:
+            return WorkflowTaskOutcome([], _failure(f"workflow replay failed before update {update_id!r}: {error}",
+                                                    error))
+        except Exception as error:
+            return WorkflowTaskOutcome([], _failure(f"unhandled workflow task execution error: {error}", error))
+    try:
+        result: ReplayResult = replay(cls, history_events, start_input, workflow_id=workflow_id, run_id=run_id,
+                                      payload_codec=codec, cancel_requested=task.get("cancel_requested") is True)
+    except Exception as error:
+        log.warning("workflow task %s replay failed: %s", task.get("task_id"), error)
+        reason = error.reason if isinstance(error, WorkflowEntryArgumentsMismatchError) else None
+        return WorkflowTaskOutcome([], _failure(f"replay failed: {error}", error, reason=reason))
+    problem = _capability_problem(result.commands)
+    if problem is not None:
+        return WorkflowTaskOutcome([], _failure(str(problem), problem))
+    try:
+        commands = [command.to_wire(task_queue) for command in result.commands]
+    except Exception as error:
+        return WorkflowTaskOutcome([], _failure(f"unhandled workflow task execution error: {error}", error))
+    return WorkflowTaskOutcome(commands)
+
+
+def _query_history(task: Dict[str, Any]) -> List[Dict[str, Any]]:
+    events = list(task.get("history_events") or [])
+    export = task.get("history_export")
+    if isinstance(export, dict):
+        exported = export.get("history_events") or export.get("events")
+        if isinstance(exported, list) and len(exported) > len(events):
+            events = list(exported)
+    return events
+
+
+def execute_query_task(registry: WorkflowRegistry, task: Dict[str, Any]) -> QueryTaskOutcome:
+    """Answer one query task (§6.2/6.3) by replaying history and running the handler."""
+    query_name = str(task.get("query_name") or "")
+    codec = task.get("payload_codec")
+    try:
+        codec = _check_codec(codec)
+    except PayloadError as error:
+        return QueryTaskOutcome(failure=_failure(f"cannot decode query payload with codec {codec!r}: {error}.",
+                                                 error, reason="query_payload_decode_failed"))
+    workflow_type = str(task.get("workflow_type") or "")
+    cls = registry.get(workflow_type)
+    if cls is None:
+        return QueryTaskOutcome(failure={"message": f"no workflow registered for type {workflow_type!r}",
+                                         "reason": "query_workflow_type_not_registered",
+                                         "type": "WorkflowTypeNotRegistered"})
+    try:
+        start_input = payloads.decode_arguments(task.get("workflow_arguments"), codec=codec)
+        query_args = payloads.decode_arguments(task.get("query_arguments"), codec=codec)
+    except PayloadError as error:
+        return QueryTaskOutcome(failure=_failure(f"cannot decode query payload: {error}", error,
+                                                 reason="query_payload_decode_failed"))
+    try:
+        state = replay(cls, _query_history(task), start_input, workflow_id=task.get("workflow_id"),
+                       run_id=str(task.get("run_id") or ""), payload_codec=codec)
+    except Exception as error:
+        return QueryTaskOutcome(failure=_failure(f"workflow replay failed before query: {error}", error,
+                                                 reason="query_workflow_state_unavailable"))
+    if state.commands and isinstance(state.commands[0], FailWorkflow):
+        return QueryTaskOutcome(failure={"message": f"workflow replay failed before query: {state.commands[0].message}",
+                                         "reason": "query_workflow_state_unavailable", "type": "QueryFailed"})
+    method = (getattr(cls, "__workflow_queries__", {}) or {}).get(query_name)
+    handler = getattr(state.instance, method, None) if method else None
+    if handler is None:
+        return QueryTaskOutcome(failure={"message": f"unknown query {query_name!r}",
+                                         "reason": "rejected_unknown_query", "type": "QueryFailed"})
+    try:
+        value = _run_handler(handler(*query_args))
+    except Exception as error:
+        return QueryTaskOutcome(failure=_failure(str(error) or f"query {query_name!r} failed", error,
+                                                 reason="query_rejected"))
+    try:
+        json.dumps(value, allow_nan=False)
+        envelope = payloads.envelope(value)
+    except (TypeError, ValueError) as error:
+        return QueryTaskOutcome(failure=_failure(f"cannot encode query result with codec 'avro': {error}", error,
+                                                 reason="query_result_encode_failed"))
+    return QueryTaskOutcome(value=value, result_envelope=envelope)
+
+
+def _run_handler(result: Any) -> Any:
+    """Finish an ``async def`` query handler that never really suspends, without an event loop."""
+    if not inspect.iscoroutine(result):
+        return result
+    try:
+        result.send(None)
+    except StopIteration as done:
+        return done.value
+    result.close()
+    raise TypeError("async query handlers may not await real I/O on sync_worker (no event loop runs here)")
