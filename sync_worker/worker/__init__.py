@@ -1,0 +1,28 @@
+"""The worker runtime: ``Worker``, pollers and back-off, slots, heartbeats, shutdown, status.
+
+Everything concurrent goes through one :class:`~sync_worker.worker.backend.ConcurrencyBackend`
+chosen at start-up (plain threads today).
+"""
+
+from __future__ import annotations
+
+from .backend import ConcurrencyBackend, ThreadBackend
+from .deregistration import DeregistrationUnconfirmed
+from .metrics import InMemoryMetrics, MetricsRecorder, NoopMetrics
+from .status import DEFAULT_EVENT_LOOP_STALL_SECONDS, WorkerRoleStatus, WorkerState, WorkerStatus
+from .worker import ShutdownIncomplete, Worker
+
+__all__ = [
+    "DEFAULT_EVENT_LOOP_STALL_SECONDS",
+    "ConcurrencyBackend",
+    "DeregistrationUnconfirmed",
+    "InMemoryMetrics",
+    "MetricsRecorder",
+    "NoopMetrics",
+    "ShutdownIncomplete",
+    "ThreadBackend",
+    "Worker",
+    "WorkerRoleStatus",
+    "WorkerState",
+    "WorkerStatus",
+]

@@ -1,0 +1,204 @@
+"""Running one activity attempt in its slot and reporting its outcome (protocol §5).
+
+Outcome rules:
+
+* return value → ``complete`` (the Client encodes it; an unencodable value sends nothing);
+* :class:`NonRetryableError` → ``fail`` with ``non_retryable: true``;
+* :class:`ActivityCancelled` from a heartbeat → ``fail`` "activity cancelled", non-retryable;
+* :class:`ActivityLeaseAuthorityLost` (now or from an earlier heartbeat the code caught)
+  → nothing is reported (``claim_aborted``);
+* an attempt abandoned at the shutdown deadline → nothing is reported (``abandoned``);
+* any other exception → retryable ``fail``; an int ``code`` attribute is forwarded.
+
+Failure bodies carry the full message and stack; the Client bounds them (§10).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import traceback
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+
+from .. import activity as activity_api
+from ..errors import (
+    ActivityCancelled,
+    ActivityLeaseAuthorityLost,
+    DuplicateRegistrationError,
+    FailureReportTooLarge,
+    InvalidWorkflowDefinition,
+    NonRetryableError,
+    PayloadError,
+    WorkerShutdown,
+)
+from ..payloads import decode_arguments
+from .inflight import InflightTask
+
+__all__ = ["activity_map", "exception_class_name", "failure_from_exception", "run_activity_task"]
+
+logger = logging.getLogger("sync_worker.worker.activity")
+
+
+def exception_class_name(error: BaseException) -> str:
+    cls = type(error)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def failure_from_exception(error: BaseException, *, non_retryable: Optional[bool] = None) -> Dict[str, Any]:
+    """The §5.4 failure body for an exception raised by activity code."""
+    failure: Dict[str, Any] = {
+        "message": str(error),
+        "type": type(error).__name__,
+        "class": exception_class_name(error),
+        "stack_trace": "".join(traceback.format_exception(type(error), error, error.__traceback__)),
+    }
+    code = getattr(error, "code", None)
+    if isinstance(code, int) and not isinstance(code, bool):
+        failure["code"] = code
+    if non_retryable is None:
+        non_retryable = isinstance(error, NonRetryableError)
+    if non_retryable:
+        failure["non_retryable"] = True
+    return failure
+
+
+def activity_map(activities: Sequence[Callable[..., Any]]) -> Dict[str, Callable[..., Any]]:
+    mapping: Dict[str, Callable[..., Any]] = {}
+    for fn in activities:
+        if not callable(fn):
+            raise InvalidWorkflowDefinition(f"activities must be callables, got {type(fn).__name__}")
+        if inspect.iscoroutinefunction(fn):
+            raise InvalidWorkflowDefinition(
+                f"activity {activity_api.activity_name(fn)!r} is an 'async def'; sync_worker runs synchronous "
+                "activities only"
+            )
+        name = activity_api.activity_name(fn)
+        if name in mapping and mapping[name] is not fn:
+            raise DuplicateRegistrationError("activity", name)
+        mapping[name] = fn
+    return mapping
+
+
+def _cancelled_failure() -> Dict[str, Any]:
+    return {
+        "message": "activity cancelled",
+        "type": "ActivityCancelled",
+        "class": exception_class_name(ActivityCancelled()),
+        "non_retryable": True,
+    }
+
+
+def run_activity_task(
+    *,
+    client: Any,
+    task: Mapping[str, Any],
+    activities: Mapping[str, Callable[..., Any]],
+    worker_id: str,
+    task_queue: str,
+    inflight: InflightTask,
+) -> str:
+    """Execute one leased activity task; returns the outcome name (for metrics and logs)."""
+    task_id = str(task.get("task_id", ""))
+    attempt_id = str(task.get("activity_attempt_id") or task.get("attempt_id") or "")
+    activity_type = str(task.get("activity_type") or "")
+    raw_attempt = task.get("attempt_number", 1)
+    attempt_number = raw_attempt if isinstance(raw_attempt, int) and not isinstance(raw_attempt, bool) else 1
+
+    def report_failure(failure: Dict[str, Any], what: str) -> None:
+        if not inflight.claim_report():
+            logger.warning("activity %s abandoned at shutdown; its %s is not reported", task_id, what)
+            return
+        try:
+            client.fail_activity_task(
+                task_id, activity_attempt_id=attempt_id, lease_owner=worker_id, failure=failure,
+                cancel=inflight.cancel,
+            )
+        except FailureReportTooLarge as error:
+            logger.error("activity %s %s could not be reported: %s", task_id, what, error)
+        except WorkerShutdown:
+            logger.warning("activity %s %s report interrupted by shutdown", task_id, what)
+        except Exception as error:  # the server's timeouts recover an unreported attempt
+            logger.warning("failed to report activity %s %s: %s", task_id, what, type(error).__name__)
+
+    codec = task.get("payload_codec")
+    if codec != "avro":
+        report_failure(
+            {"message": f"cannot decode activity arguments with codec {codec!r}: unsupported_payload_codec",
+             "type": "UnsupportedPayloadCodec", "non_retryable": True},
+            "decode failure",
+        )
+        return "decode_error"
+    try:
+        args = decode_arguments(task.get("arguments"), codec="avro")
+    except PayloadError as error:
+        failure = failure_from_exception(error, non_retryable=True)
+        failure["message"] = f"cannot decode activity arguments: {error}"
+        report_failure(failure, "decode failure")
+        return "decode_error"
+
+    fn = activities.get(activity_type)
+    if fn is None:
+        # Retryable on purpose: another worker of this queue may know the type.
+        report_failure({"message": f"no activity registered for {activity_type!r}"}, "unknown type")
+        return "no_handler"
+
+    ctx = activity_api.ActivityContext(
+        info=activity_api.ActivityInfo(
+            task_id=task_id,
+            activity_type=activity_type,
+            activity_attempt_id=attempt_id,
+            attempt_number=attempt_number,
+            task_queue=task_queue,
+            worker_id=worker_id,
+            task_metadata=task,
+        ),
+        client=client,
+        cancel=inflight.cancel,
+    )
+    inflight.on_abandon(ctx._mark_abandoned)
+    activity_api._set_context(ctx)
+    try:
+        try:
+            result = fn(*args)
+        finally:
+            # A heartbeat refusal the code caught still ends the attempt's authority.
+            ctx.raise_if_cannot_continue()
+    except ActivityLeaseAuthorityLost as error:
+        logger.warning("activity %s cannot continue: %s; nothing is reported", task_id, error.reason)
+        return "claim_aborted"
+    except ActivityCancelled:
+        if inflight.abandoned:
+            logger.warning("activity %s stopped after the worker abandoned it", task_id)
+            return "abandoned"
+        logger.info("activity %s cancelled via heartbeat", task_id)
+        report_failure(_cancelled_failure(), "cancellation")
+        return "cancelled"
+    except NonRetryableError as error:
+        logger.warning("activity %s (%s) failed (non-retryable): %s", task_id, activity_type, error)
+        report_failure(failure_from_exception(error, non_retryable=True), "failure")
+        return "failed_non_retryable"
+    except Exception as error:
+        logger.warning("activity %s (%s) failed: %s", task_id, activity_type, type(error).__name__)
+        report_failure(failure_from_exception(error), "failure")
+        return "failed"
+    finally:
+        activity_api._set_context(None)
+
+    if not inflight.claim_report():
+        logger.warning("activity %s finished after the worker abandoned it; its result is not reported", task_id)
+        return "abandoned"
+    try:
+        client.complete_activity_task(
+            task_id, activity_attempt_id=attempt_id, lease_owner=worker_id, result=result,
+            cancel=inflight.cancel,
+        )
+    except PayloadError as error:
+        logger.error("activity %s result cannot be encoded; nothing is reported: %s", task_id, error)
+        return "complete_error"
+    except WorkerShutdown:
+        logger.warning("activity %s completion interrupted by shutdown", task_id)
+        return "complete_error"
+    except Exception as error:
+        logger.warning("failed to complete activity task %s: %s", task_id, type(error).__name__)
+        return "complete_error"
+    return "completed"

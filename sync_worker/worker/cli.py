@@ -1,0 +1,215 @@
+"""``sync-worker run MODULE:ATTR``: run a worker in the foreground with signal-driven shutdown.
+
+Signals only set flags; the main loop acts on them:
+
+* first SIGTERM or SIGINT → warm shutdown: stop polling, keep heartbeating, drain
+  accepted work within the worker's ``shutdown_timeout``, then deregister;
+* a second SIGTERM/SIGINT, or SIGQUIT at any time → cold stop: running work is
+  abandoned (nothing is reported for it), the registration is kept, the process exits.
+
+Exit codes: 0 clean shutdown (registration removed); 1 the worker failed (registration
+refused, a poller died, deregistration failed); 2 usage or configuration error; 3 warm
+shutdown incomplete (work still running at the deadline; registration kept); 4 cold stop.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Any, Dict, List, Optional
+
+import click
+
+from .worker import ShutdownIncomplete, Worker
+
+__all__ = [
+    "EXIT_COLD_STOP",
+    "EXIT_FAILED",
+    "EXIT_INCOMPLETE",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "load_worker",
+    "run_command",
+]
+
+logger = logging.getLogger("sync_worker.worker.cli")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INCOMPLETE = 3
+EXIT_COLD_STOP = 4
+
+
+class _ShutdownFlags:
+    """Set by signal handlers, read by the main loop (handlers do nothing else)."""
+
+    def __init__(self) -> None:
+        self.warm = False
+        self.cold = False
+        self.signals = 0
+
+    def on_term(self, signum: int, frame: Any) -> None:
+        self.signals += 1
+        if self.warm:
+            self.cold = True
+        self.warm = True
+
+    def on_quit(self, signum: int, frame: Any) -> None:
+        self.signals += 1
+        self.warm = True
+        self.cold = True
+
+
+def _import_target(target: str) -> Any:
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise click.UsageError(f"expected MODULE:ATTR, got {target!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise click.UsageError(f"cannot import {module_name!r}: {error}")
+    value: Any = module
+    for part in attribute.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise click.UsageError(f"{module_name!r} has no attribute {attribute!r}")
+    return value
+
+
+def _make_client(server_url: Optional[str], token: Optional[str], namespace: Optional[str]) -> Any:
+    if not server_url:
+        raise click.UsageError("no server URL: pass --server-url or set DURABLE_WORKFLOW_SERVER_URL")
+    from ..client import Client
+
+    return Client(server_url, token=token, namespace=namespace or "default")
+
+
+def load_worker(
+    target: str,
+    *,
+    task_queue: Optional[str] = None,
+    concurrency: Optional[int] = None,
+    server_url: Optional[str] = None,
+    token: Optional[str] = None,
+    namespace: Optional[str] = None,
+) -> Worker:
+    """Resolve ``MODULE:ATTR`` to a Worker (the attribute itself, or what its factory returns).
+
+    A factory receives, by parameter name, any of ``client``, ``task_queue``,
+    ``concurrency`` it declares.
+    """
+    value = _import_target(target)
+    if not isinstance(value, Worker):
+        if not callable(value):
+            raise click.UsageError(f"{target} is neither a Worker nor a factory returning one")
+        params = inspect.signature(value).parameters
+        kwargs: Dict[str, Any] = {}
+        if "client" in params:
+            kwargs["client"] = _make_client(server_url, token, namespace)
+        if "task_queue" in params and task_queue:
+            kwargs["task_queue"] = task_queue
+        if "concurrency" in params and concurrency:
+            kwargs["concurrency"] = concurrency
+        value = value(**kwargs)
+        if not isinstance(value, Worker):
+            raise click.UsageError(f"{target} returned {type(value).__name__}, not a Worker")
+    if task_queue and value.task_queue != task_queue:
+        raise click.UsageError(
+            f"{target} serves task queue {value.task_queue!r}, not {task_queue!r}; use a factory "
+            "that accepts task_queue to choose it from the command line"
+        )
+    if concurrency:
+        value._set_activity_concurrency(concurrency)
+    return value
+
+
+@click.command("run")
+@click.argument("target")
+@click.option("-Q", "--task-queue", default=None, help="Task queue the worker must serve.")
+@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=None,
+              help="Concurrent activity tasks (activity slots).")
+@click.option("-P", "--pool", default="threads", show_default=True, help="Concurrency pool: threads.")
+@click.option("-l", "--loglevel", default="INFO", show_default=True, help="Logging level.")
+@click.option("--server-url", envvar="DURABLE_WORKFLOW_SERVER_URL", default=None,
+              help="Server origin (env DURABLE_WORKFLOW_SERVER_URL).")
+@click.option("--token", envvar="DURABLE_WORKFLOW_AUTH_TOKEN", default=None,
+              help="Auth token (env DURABLE_WORKFLOW_AUTH_TOKEN).")
+@click.option("--namespace", envvar="DURABLE_WORKFLOW_NAMESPACE", default=None,
+              help="Namespace (env DURABLE_WORKFLOW_NAMESPACE).")
+def run_command(target: str, task_queue: Optional[str], concurrency: Optional[int], pool: str, loglevel: str,
+                server_url: Optional[str], token: Optional[str], namespace: Optional[str]) -> None:
+    """Run the worker TARGET (MODULE:ATTR: a Worker, or a factory returning one) until signalled."""
+    if pool == "gevent":
+        raise click.UsageError("the gevent pool is not available yet; use -P threads")
+    if pool != "threads":
+        raise click.UsageError(f"unknown pool {pool!r}; use -P threads")
+    level = logging.getLevelName(loglevel.upper())
+    if not isinstance(level, int):
+        raise click.UsageError(f"unknown log level {loglevel!r}")
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    worker = load_worker(target, task_queue=task_queue, concurrency=concurrency, server_url=server_url,
+                         token=token, namespace=namespace)
+    sys.exit(serve(worker))
+
+
+def serve(worker: Worker) -> int:
+    """Run ``worker`` in a thread, translate signals into warm/cold stops; returns the exit code."""
+    flags = _ShutdownFlags()
+    previous = {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, flags.on_term),
+        signal.SIGINT: signal.signal(signal.SIGINT, flags.on_term),
+    }
+    if hasattr(signal, "SIGQUIT"):
+        previous[signal.SIGQUIT] = signal.signal(signal.SIGQUIT, flags.on_quit)
+    errors: List[BaseException] = []
+
+    def run() -> None:
+        try:
+            worker.run()
+        except BaseException as error:
+            errors.append(error)
+
+    def request_stop(cold: bool) -> None:
+        try:
+            worker.stop(cold=cold)
+        except BaseException:  # the run thread reports the shared result
+            pass
+
+    runner = threading.Thread(target=run, name="sync-worker-main", daemon=True)
+    runner.start()
+    warm_sent = cold_sent = False
+    try:
+        while runner.is_alive():
+            runner.join(0.1)
+            if flags.cold and not cold_sent:
+                cold_sent = warm_sent = True
+                logger.warning("cold stop: abandoning running work and exiting")
+                threading.Thread(target=request_stop, args=(True,), daemon=True).start()
+            elif flags.warm and not warm_sent:
+                warm_sent = True
+                logger.info("warm shutdown: draining (send the signal again, or SIGQUIT, to stop at once)")
+                threading.Thread(target=request_stop, args=(False,), daemon=True).start()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    error = errors[0] if errors else None
+    if cold_sent:
+        if error is not None and not isinstance(error, ShutdownIncomplete):
+            logger.error("worker stopped with an error: %s", error)
+        return EXIT_COLD_STOP
+    if error is None:
+        return EXIT_OK
+    if isinstance(error, ShutdownIncomplete):
+        logger.error("%s", error)
+        return EXIT_INCOMPLETE
+    logger.error("worker failed: %s: %s", type(error).__name__, error)
+    return EXIT_FAILED

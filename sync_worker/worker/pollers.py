@@ -1,0 +1,141 @@
+"""The poll loop shared by the workflow, activity and query pollers.
+
+Each poller runs on its own task (thread) with its own back-off (§9) and status
+tracker. It asks for a slot first (the single admission point, when it has a pool),
+long-polls only while holding one, and hands the slot to the task it received. A
+typed 429 capacity refusal is followed by exactly the server's delay and neither
+advances nor resets the back-off. Shutdown cancels the token, which both aborts the
+in-flight long poll and interrupts any wait.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, Callable, Dict, Optional
+
+from ..cancel import CancelToken
+from ..errors import ServerError, WorkerShutdown
+from .backend import ConcurrencyBackend
+from .backoff import PollFailureBackoff
+from .metrics import POLL_DURATION, POLLS, MetricsRecorder
+from .slots import Slot, SlotPool, admit
+from .status import RoleTracker
+
+__all__ = ["Poller", "poll_timeout_seconds"]
+
+logger = logging.getLogger("sync_worker.worker.poll")
+
+PollFn = Callable[[str, CancelToken], Optional[Dict[str, Any]]]
+DispatchFn = Callable[[Dict[str, Any], Optional[Slot]], None]
+
+_POLL_ID_PREFIX = {"workflow": "wf-poll-", "activity": "activity-poll-", "query": "query-poll-"}
+
+
+def poll_timeout_seconds(poll_timeout: float) -> int:
+    """The wire ``timeout_seconds`` for a configured ``poll_timeout`` (§4.1)."""
+    if poll_timeout < 1:
+        return 0
+    whole = int(poll_timeout)
+    return min(60, whole if whole == poll_timeout else whole + 1)
+
+
+class Poller:
+    """One poll loop of one task kind (``workflow``, ``activity``, ``query``)."""
+
+    def __init__(
+        self,
+        *,
+        kind: str,
+        task_queue: str,
+        backend: ConcurrencyBackend,
+        poll: PollFn,
+        dispatch: DispatchFn,
+        cancel: CancelToken,
+        tracker: RoleTracker,
+        metrics: MetricsRecorder,
+        pool: Optional[SlotPool] = None,
+        backoff: Optional[PollFailureBackoff] = None,
+        wait_seconds: int = 0,
+    ) -> None:
+        self.kind = kind
+        self.task_queue = task_queue
+        self._backend = backend
+        self._poll = poll
+        self._dispatch = dispatch
+        self._cancel = cancel
+        self.tracker = tracker
+        self._metrics = metrics
+        self._pool = pool
+        self.backoff = backoff or PollFailureBackoff(kind)
+        self.wait_seconds = wait_seconds
+        self.error: Optional[BaseException] = None
+        self._tags = {"task_kind": kind, "task_queue": task_queue}
+
+    def _count(self, outcome: str, started: float) -> None:
+        tags = dict(self._tags, outcome=outcome)
+        self._metrics.increment(POLLS, 1.0, tags)
+        self._metrics.record(POLL_DURATION, self._backend.monotonic() - started, tags)
+
+    def run(self) -> None:
+        """The loop body; returns when the cancel token fires."""
+        self.tracker.started()
+        try:
+            while not self._cancel.cancelled:
+                self._poll_once()
+        except BaseException as error:  # recorded for the supervisor, which fails the worker
+            self.error = error
+            logger.exception("%s poller stopped unexpectedly", self.kind)
+        finally:
+            self.tracker.exited()
+
+    def _poll_once(self) -> None:
+        slot: Optional[Slot] = None
+        if self._pool is not None:
+            slot = admit(self._pool, self._cancel)
+            if slot is None:
+                return
+        handed_off = False
+        started = self._backend.monotonic()
+        try:
+            self.tracker.request_started()
+            try:
+                task = self._poll(_POLL_ID_PREFIX.get(self.kind, "poll-") + uuid.uuid4().hex, self._cancel)
+            except WorkerShutdown:
+                self.tracker.request_abandoned()
+                return
+            except Exception as error:
+                if self._cancel.cancelled:
+                    self.tracker.request_abandoned()
+                    return
+                self.tracker.request_failed(error)
+                capacity_delay = self._capacity_delay(error)
+                if capacity_delay is not None:
+                    delay = float(capacity_delay)
+                    self._count("backpressure", started)
+                    logger.info("%s poll: server at long-poll capacity; retrying in %s s", self.kind, delay)
+                else:
+                    self._count("error", started)
+                    self.backoff.note_early_cutoff(error, self._backend.monotonic() - started, self.wait_seconds)
+                    delay = self.backoff.next_delay(error)
+                if slot is not None:  # do not hold a slot while waiting
+                    slot.release()
+                    slot = None
+                self._cancel.wait(delay)
+                return
+            self.tracker.request_succeeded()
+            self.backoff.reset()
+            if task is None:
+                self._count("empty", started)
+                return
+            self._count("task", started)
+            self._dispatch(task, slot)
+            handed_off = True
+        finally:
+            if slot is not None and not handed_off:
+                slot.release()
+
+    def _capacity_delay(self, error: BaseException) -> Optional[int]:
+        if not isinstance(error, ServerError):
+            return None
+        return error.poll_capacity_backpressure_delay(f"{self.kind}_task", self.task_queue)

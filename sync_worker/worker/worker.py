@@ -1,0 +1,547 @@
+"""``Worker``: registration, pollers, slots, heartbeat, shutdown and status, on one backend.
+
+Threads of a running worker (all spawned through the backend):
+
+* the caller of :meth:`Worker.run` registers, then supervises (a one-second progress
+  tick, and a check that no poller died);
+* one poller per configured role (workflow, activity, query; the query poller owns a
+  cloned client and connection pool);
+* the registration heartbeat;
+* one task per accepted workflow or activity task, each holding its slot.
+
+``stop()`` (from any thread, any number of times, one shared result) cancels the poll
+token, which aborts in-flight long polls at once, drains accepted work within
+``shutdown_timeout`` while heartbeats continue, then removes the registration within
+what is left of that deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from .. import activity as activity_api
+from ..cancel import CancelToken
+from ..errors import (
+    WorkerShutdown,
+)
+from . import workflow_support
+from .activities import activity_map, run_activity_task
+from .backend import ConcurrencyBackend, TaskHandle, backend_for_pool
+from .deregistration import deregister
+from .inflight import InflightSet, InflightTask
+from .metrics import TASK_DURATION, TASKS, MetricsRecorder, NoopMetrics
+from .pollers import Poller, poll_timeout_seconds
+from .registration import (
+    ProcessMetrics,
+    registration_body,
+    valid_registration_token,
+    worker_capabilities,
+    workflow_package_capabilities,
+)
+from .run_until import wait_until_terminal
+from .slots import Slot, SlotPool
+from .status import (
+    DEFAULT_EVENT_LOOP_STALL_SECONDS,
+    RoleTracker,
+    StatusBoard,
+    WorkerState,
+    WorkerStatus,
+    default_request_bounds,
+)
+from .workflow_tasks import run_query_task, run_workflow_task
+
+__all__ = ["ShutdownIncomplete", "Worker"]
+
+logger = logging.getLogger("sync_worker.worker")
+
+_SUPERVISOR_TICK_SECONDS = 1.0
+
+
+class ShutdownIncomplete(RuntimeError):
+    """Accepted work was still running at the shutdown deadline; the registration is kept."""
+
+    def __init__(self, message: str, running: Sequence[str]) -> None:
+        super().__init__(message)
+        self.running = list(running)
+
+
+class Worker:
+    """Polls one task queue and runs its workflow, activity and query tasks on threads."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        task_queue: str,
+        workflows: Sequence[Any] = (),
+        activities: Sequence[Callable[..., Any]] = (),
+        worker_id: Optional[str] = None,
+        build_id: Optional[str] = None,
+        poll_timeout: float = 35.0,
+        max_concurrent_workflow_tasks: int = 10,
+        max_concurrent_activity_tasks: int = 10,
+        shutdown_timeout: float = 30.0,
+        heartbeat_interval: float = 60.0,
+        metrics: Optional[MetricsRecorder] = None,
+        interceptors: Sequence[Any] = (),
+        pool: str = "threads",
+    ) -> None:
+        if not isinstance(task_queue, str) or not task_queue:
+            raise ValueError("task_queue must be a non-empty string")
+        if shutdown_timeout < 0 or heartbeat_interval <= 0 or poll_timeout < 0:
+            raise ValueError("shutdown_timeout, heartbeat_interval and poll_timeout must be positive")
+        self.client = client
+        self.task_queue = task_queue
+        self.worker_id = worker_id or f"sync-worker-{uuid.uuid4().hex[:8]}"
+        self.build_id = build_id
+        self.poll_timeout = float(poll_timeout)
+        self.shutdown_timeout = float(shutdown_timeout)
+        self.heartbeat_interval = float(heartbeat_interval)
+        self.max_concurrent_workflow_tasks = int(max_concurrent_workflow_tasks)
+        self.max_concurrent_activity_tasks = int(max_concurrent_activity_tasks)
+        self.metrics: MetricsRecorder = metrics if metrics is not None else NoopMetrics()
+        # Kept for API compatibility; no interceptor hook is applied by this runtime yet.
+        self.interceptors = tuple(interceptors)
+        self.backend: ConcurrencyBackend = backend_for_pool(pool)
+        activity_api._install_local(self.backend.name, self.backend.local)
+
+        self.activities = activity_map(list(activities))
+        self.workflows = workflow_support.WorkflowSet(list(workflows))
+        self._workflow_executor: Optional[Callable[..., Any]] = None
+        self._query_executor: Optional[Callable[..., Any]] = None
+
+        self._wf_slots = SlotPool(self.backend, "workflow", self.max_concurrent_workflow_tasks)
+        self._act_slots = SlotPool(self.backend, "activity", self.max_concurrent_activity_tasks)
+        self._inflight = InflightSet(self.backend)
+        self._process_metrics = ProcessMetrics()
+
+        namespace = str(getattr(client, "namespace", "default"))
+        self._board = StatusBoard(self.worker_id, namespace, task_queue, self.backend.monotonic)
+        overdue, stall = default_request_bounds(
+            float(getattr(client, "timeout", 60.0) or 60.0), int(getattr(client, "transport_retries", 3) or 3),
+            self.poll_timeout, poll_timeout_seconds(self.poll_timeout))
+        self._overdue, self._stall = overdue, stall
+        self._registration_role = RoleTracker("registration", self.backend.monotonic, overdue_seconds=overdue,
+                                              stall_seconds=stall, is_poller=False)
+        self._board.set_registration_tracker(self._registration_role)
+        self._heartbeat_role = self._board.add_role(self._tracker("heartbeat", is_poller=False))
+        if self.workflows:
+            self._board.add_role(self._tracker("workflow", is_poller=True))
+        if self.activities:
+            self._board.add_role(self._tracker("activity", is_poller=True))
+
+        b = self.backend
+        self._lock = b.lock()
+        self._run_started = False
+        self._registration_done = b.event()
+        self._registered = False
+        self._registration_token: Optional[str] = None
+        self._query_enabled = False
+        self._stop_requested = b.event()
+        self._cold = b.event()
+        self._poll_cancel = CancelToken(b.event)
+        self._heartbeat_stop = b.event()
+        self._heartbeat_cancel = CancelToken(b.event)
+        self._shutdown_started = False
+        self._shutdown_done = b.event()
+        self._shutdown_error: Optional[BaseException] = None
+        self._loop_failed = False
+        self._pollers: List[Poller] = []
+        self._poller_handles: List[TaskHandle] = []
+        self._heartbeat_handle: Optional[TaskHandle] = None
+        self._query_client: Any = None
+
+    # -- configuration helpers -------------------------------------------------------------
+
+    def _tracker(self, role: str, *, is_poller: bool) -> RoleTracker:
+        return RoleTracker(role, self.backend.monotonic, overdue_seconds=self._overdue,
+                           stall_seconds=self._stall, is_poller=is_poller)
+
+    def _set_activity_concurrency(self, capacity: int) -> None:
+        """Resize the activity slots (the CLI's ``-c``); only before the worker runs."""
+        with self._lock:
+            if self._run_started:
+                raise RuntimeError("cannot change concurrency of a running worker")
+            self.max_concurrent_activity_tasks = int(capacity)
+            self._act_slots = SlotPool(self.backend, "activity", self.max_concurrent_activity_tasks)
+
+    def task_slots(self) -> Dict[str, int]:
+        return {
+            "workflow_available": self._wf_slots.available,
+            "activity_available": self._act_slots.available,
+            "session_available": 0,
+        }
+
+    # -- public API ------------------------------------------------------------------------
+
+    def status(
+        self,
+        *,
+        event_loop_stall_seconds: float = DEFAULT_EVENT_LOOP_STALL_SECONDS,
+        request_overdue_seconds: Optional[float] = None,
+        request_stall_seconds: Optional[float] = None,
+    ) -> WorkerStatus:
+        """A read-only readiness/liveness snapshot; no network I/O; safe from any thread."""
+        return self._board.snapshot(
+            event_loop_stall_seconds=event_loop_stall_seconds,
+            request_overdue_seconds=request_overdue_seconds,
+            request_stall_seconds=request_stall_seconds,
+        )
+
+    @property
+    def state(self) -> WorkerState:
+        return self._board.state
+
+    def run(self) -> None:
+        """Register, poll until :meth:`stop`, then drain and deregister (blocks the caller)."""
+        self._begin_run()
+        loop_error: Optional[BaseException] = None
+        try:
+            self._start()
+            self._supervise()
+        except BaseException as error:
+            loop_error = error
+        self._finish(loop_error)
+
+    def run_until(self, *, workflow_id: str, timeout: float = 60.0, poll_interval: float = 0.5) -> Any:
+        """Run until the workflow reaches a terminal state; returns its description.
+
+        ``timeout`` includes discovery and registration. A timeout never cancels the run.
+        An external :meth:`stop` ends the wait with :class:`WorkerShutdown`.
+        """
+        self._begin_run()
+        deadline = self.backend.monotonic() + timeout
+        runner_error: List[BaseException] = []
+
+        def runner() -> None:
+            try:
+                self._start()
+                self._supervise()
+            except BaseException as error:
+                runner_error.append(error)
+                self._stop_requested.set()
+
+        handle = self.backend.spawn(f"sync-worker-run-{self.worker_id}", runner)
+        primary: Optional[BaseException] = None
+        result: Any = None
+        try:
+            result = self._await_workflow(workflow_id, deadline, timeout, poll_interval, handle, runner_error)
+        except BaseException as error:
+            primary = error
+        self._stop_requested.set()
+        handle.join()
+        if runner_error and (primary is None or isinstance(primary, WorkerShutdown)):
+            primary = runner_error[0]
+        # A timeout or an external stop of the wait is not a worker failure; a loop error is.
+        self._finish(primary, loop_failed=bool(runner_error))
+        return result
+
+    def stop(self, *, cold: bool = False) -> None:
+        """Stop polling, drain accepted work, deregister. Repeated calls share one result.
+
+        ``cold=True`` stops waiting for running work at once: it is abandoned (nothing is
+        reported for it), the registration is kept and :class:`ShutdownIncomplete` is raised.
+        """
+        self._stop_requested.set()
+        if cold:
+            self._cold.set()
+        self._poll_cancel.cancel()
+        with self._lock:
+            performer = not self._shutdown_started
+            self._shutdown_started = True
+        if performer:
+            try:
+                self._shutdown()
+            except BaseException as error:
+                self._shutdown_error = error
+            finally:
+                self._shutdown_done.set()
+        else:
+            while not self._shutdown_done.wait(_SUPERVISOR_TICK_SECONDS):
+                self._board.tick()
+        if self._shutdown_error is not None:
+            raise self._shutdown_error
+
+    # -- startup ------------------------------------------------------------------------------
+
+    def _begin_run(self) -> None:
+        with self._lock:
+            if self._run_started:
+                raise RuntimeError(f"worker {self.worker_id} was already run; create a new Worker")
+            if self._shutdown_started:
+                raise RuntimeError(f"worker {self.worker_id} was stopped before it ran; create a new Worker")
+            self._run_started = True
+        self._board.tick()
+
+    def _finish(self, loop_error: Optional[BaseException], *, loop_failed: Optional[bool] = None) -> None:
+        if loop_failed is None:
+            # KeyboardInterrupt/SystemExit are stop requests, not failures of the worker loop.
+            loop_failed = isinstance(loop_error, Exception) and not isinstance(loop_error, WorkerShutdown)
+        if loop_failed:
+            self._loop_failed = True
+        try:
+            self.stop()
+        except BaseException as shutdown_error:
+            if loop_error is not None:
+                raise loop_error from shutdown_error
+            raise
+        if loop_error is not None:
+            raise loop_error
+
+    def _start(self) -> None:
+        try:
+            self._register()
+            self._registered = True
+        except BaseException:
+            self._board.set_state(WorkerState.FAILED)
+            raise
+        finally:
+            self._registration_done.set()
+        if self._stop_requested.is_set():
+            return
+        self._heartbeat_role.started()
+        self._heartbeat_handle = self.backend.spawn(f"sync-worker-heartbeat-{self.worker_id}", self._heartbeat_loop)
+        self._start_pollers()
+        self._board.set_state(WorkerState.RUNNING)
+        logger.info("worker %s running on task queue %r (%d workflow, %d activity types)",
+                    self.worker_id, self.task_queue, len(self.workflows), len(self.activities))
+
+    def _register(self) -> None:
+        tracker = self._registration_role
+        tracker.request_started()
+        try:
+            try:
+                self.client.validate_worker_compatibility(refresh=True)
+            except RuntimeError:
+                raise
+            except Exception as error:
+                raise RuntimeError(
+                    f"Server compatibility error: unable to read /api/cluster/info: {type(error).__name__}"
+                ) from error
+            capabilities: Mapping[str, Any] = self.client.server_capabilities() or {}
+            fencing = capabilities.get("worker_deregistration_fencing")
+            fenced = fencing is True or (isinstance(fencing, Mapping) and fencing.get("supported") is True)
+            self._query_enabled = bool(self.workflows) and capabilities.get("query_tasks") is True
+            contracts = self.workflows.command_contracts()
+            body = registration_body(
+                worker_id=self.worker_id,
+                task_queue=self.task_queue,
+                workflow_types=self.workflows.names(),
+                activity_types=list(self.activities),
+                fingerprints=self.workflows.fingerprints(),
+                command_contracts=contracts,
+                capabilities=worker_capabilities(
+                    has_workflows=bool(self.workflows), server_capabilities=capabilities,
+                    workflow_capabilities=workflow_package_capabilities(),
+                    has_updates=self.workflows.has_updates(contracts),
+                ),
+                build_id=self.build_id,
+                max_concurrent_workflow_tasks=self.max_concurrent_workflow_tasks,
+                max_concurrent_activity_tasks=self.max_concurrent_activity_tasks,
+                task_slots=self.task_slots(),
+                process_metrics=self._process_metrics.sample(),
+            )
+            ack = self.client.register_worker(body)
+        except BaseException as error:
+            tracker.request_failed(error)
+            raise
+        if fenced:
+            token = valid_registration_token(ack if isinstance(ack, Mapping) else {}, self.worker_id)
+            if token is None:
+                tracker.request_failed(RuntimeError())
+                raise RuntimeError(f"worker {self.worker_id}: invalid registration_token acknowledgement")
+            self._registration_token = token
+        self._adopt_heartbeat_interval(ack)
+        tracker.request_succeeded()
+        self._board.registered()
+
+    def _adopt_heartbeat_interval(self, ack: Any) -> None:
+        if isinstance(ack, Mapping):
+            advertised = ack.get("heartbeat_interval_seconds")
+            if isinstance(advertised, int) and not isinstance(advertised, bool) and advertised > 0:
+                self.heartbeat_interval = float(advertised)
+
+    def _start_pollers(self) -> None:
+        seconds = poll_timeout_seconds(self.poll_timeout)
+        client = self.client
+
+        def add(kind: str, poll: Callable[[str, CancelToken], Optional[Dict[str, Any]]],
+                dispatch: Callable[[Dict[str, Any], Optional[Slot]], None], pool: Optional[SlotPool]) -> None:
+            tracker = self._board.add_role(self._tracker(kind, is_poller=True))
+            poller = Poller(kind=kind, task_queue=self.task_queue, backend=self.backend, poll=poll,
+                            dispatch=dispatch, cancel=self._poll_cancel, tracker=tracker,
+                            metrics=self.metrics, pool=pool, wait_seconds=seconds)
+            tracker.started()
+            self._pollers.append(poller)
+            self._poller_handles.append(self.backend.spawn(f"sync-worker-{kind}-poller", poller.run))
+
+        common = {"worker_id": self.worker_id, "task_queue": self.task_queue, "timeout_seconds": seconds,
+                  "build_id": self.build_id}
+        if self.workflows:
+            self.workflows.registry()  # built once here, not raced by the first task threads
+            add("workflow",
+                lambda pid, cancel: client.poll_workflow_task(poll_request_id=pid, cancel=cancel, **common),
+                self._dispatch_workflow, self._wf_slots)
+        if self.activities:
+            add("activity",
+                lambda pid, cancel: client.poll_activity_task(poll_request_id=pid, cancel=cancel, **common),
+                self._dispatch_activity, self._act_slots)
+        if self._query_enabled:
+            self._query_client = client.clone()
+            query_client = self._query_client
+            add("query",
+                lambda pid, cancel: query_client.poll_query_task(poll_request_id=pid, cancel=cancel, **common),
+                self._run_query, None)
+
+    # -- task dispatch --------------------------------------------------------------------------
+
+    def _spawn_task(self, kind: str, task: Dict[str, Any], slot: Slot,
+                    body: Callable[[InflightTask], str]) -> None:
+        task_id = str(task.get("task_id", ""))
+        inflight = InflightTask(self.backend, kind, task_id)
+        key = self._inflight.add(inflight)
+        tags = {"task_kind": kind, "task_queue": self.task_queue}
+
+        def execute() -> None:
+            outcome = "crashed"
+            try:
+                outcome = body(inflight)
+            except BaseException:
+                logger.exception("%s task %s crashed the runtime", kind, task_id)
+            finally:
+                duration = self.backend.monotonic() - inflight.started_at
+                self.metrics.increment(TASKS, 1.0, dict(tags, outcome=outcome))
+                self.metrics.record(TASK_DURATION, duration, dict(tags, outcome=outcome))
+                self._inflight.remove(key)
+                slot.release()
+
+        try:
+            inflight.handle = self.backend.spawn(f"sync-worker-{kind}-{task_id}", execute)
+        except BaseException:
+            self._inflight.remove(key)
+            slot.release()
+            raise
+
+    def _dispatch_activity(self, task: Dict[str, Any], slot: Optional[Slot]) -> None:
+        assert slot is not None
+        self._spawn_task("activity", task, slot, lambda inflight: run_activity_task(
+            client=self.client, task=task, activities=self.activities, worker_id=self.worker_id,
+            task_queue=self.task_queue, inflight=inflight,
+        ))
+
+    def _dispatch_workflow(self, task: Dict[str, Any], slot: Optional[Slot]) -> None:
+        assert slot is not None
+        self._spawn_task("workflow", task, slot, lambda inflight: run_workflow_task(
+            client=self.client, task=task, registry=self.workflows.registry(), worker_id=self.worker_id,
+            task_queue=self.task_queue, inflight=inflight, sleep=self.backend.sleep,
+            executor=self._workflow_executor,
+        ))
+
+    def _run_query(self, task: Dict[str, Any], slot: Optional[Slot]) -> None:
+        started = self.backend.monotonic()
+        outcome = run_query_task(client=self._query_client, task=task, registry=self.workflows.registry(),
+                                 worker_id=self.worker_id, cancel=self._poll_cancel,
+                                 executor=self._query_executor)
+        tags = {"task_kind": "query", "task_queue": self.task_queue, "outcome": outcome}
+        self.metrics.increment(TASKS, 1.0, tags)
+        self.metrics.record(TASK_DURATION, self.backend.monotonic() - started, tags)
+
+    # -- supervision and heartbeat -------------------------------------------------------------------
+
+    def _supervise(self) -> None:
+        while not self._stop_requested.wait(_SUPERVISOR_TICK_SECONDS):
+            self._board.tick()
+            for poller, handle in zip(self._pollers, self._poller_handles):
+                if not handle.is_alive() and not self._stop_requested.is_set():
+                    raise RuntimeError(f"worker {self.worker_id}: the {poller.kind} poller exited") from poller.error
+        self._board.tick()
+
+    def _heartbeat_loop(self) -> None:
+        tracker = self._heartbeat_role
+        try:
+            while not self._heartbeat_stop.wait(self.heartbeat_interval):
+                tracker.request_started()
+                body = {"worker_id": self.worker_id, "task_slots": self.task_slots(),
+                        "process_metrics": self._process_metrics.sample()}
+                try:
+                    ack = self.client.heartbeat_worker(body, cancel=self._heartbeat_cancel)
+                except WorkerShutdown:
+                    tracker.request_abandoned()
+                    return
+                except Exception as error:
+                    tracker.request_failed(error)
+                    logger.warning("worker heartbeat failed: %s", type(error).__name__)
+                    continue
+                tracker.request_succeeded()
+                self._adopt_heartbeat_interval(ack)
+        finally:
+            tracker.exited()
+
+    # -- shutdown ----------------------------------------------------------------------------------
+
+    def _wait(self, event: Any) -> None:
+        while not event.wait(_SUPERVISOR_TICK_SECONDS):
+            self._board.tick()
+
+    def _shutdown(self) -> None:
+        if not self._run_started:
+            self._board.set_state(WorkerState.STOPPED)
+            return
+        # Stop during startup: registration finishes first, then the drain deadline starts.
+        self._wait(self._registration_done)
+        if not self._registered:
+            self._board.set_state(WorkerState.FAILED)
+            return
+        self._board.set_state(WorkerState.DRAINING)
+        clock = self.backend.monotonic
+        deadline = clock() + self.shutdown_timeout
+        logger.info("worker %s stopping: draining %d task(s) within %.1f s",
+                    self.worker_id, self._inflight.count(), self.shutdown_timeout)
+        drained = self._inflight.wait_empty(deadline, tick=self._board.tick, interrupted=self._cold.is_set)
+        for handle in self._poller_handles:
+            handle.join(max(0.0, min(5.0, deadline - clock())))
+        stuck_pollers = [h.name for h in self._poller_handles if h.is_alive()]
+        self._heartbeat_stop.set()
+        self._heartbeat_cancel.cancel()
+        if self._heartbeat_handle is not None:
+            self._heartbeat_handle.join(max(0.0, min(5.0, deadline - clock())))
+        if self._query_client is not None and not stuck_pollers:
+            self._query_client.close()
+        if not drained or stuck_pollers:
+            running = [f"{t.kind}:{t.task_id}" for t in self._inflight.snapshot()]
+            for inflight in self._inflight.snapshot():
+                inflight.abandon()
+            self._board.set_state(WorkerState.FAILED)
+            why = "cold stop requested" if self._cold.is_set() else "shutdown deadline reached"
+            raise ShutdownIncomplete(
+                f"worker {self.worker_id}: {why} with work still running ({', '.join(running + stuck_pollers)}); "
+                "it was abandoned without reporting and the registration is kept",
+                running + stuck_pollers,
+            )
+        try:
+            receipt = deregister(self.client, worker_id=self.worker_id,
+                                 registration_token=self._registration_token, deadline=deadline,
+                                 clock=clock, sleep=self.backend.sleep)
+        except BaseException:
+            self._board.set_state(WorkerState.FAILED)
+            raise
+        logger.info("worker %s deregistered (%s)", self.worker_id, receipt.get("outcome"))
+        self._board.set_state(WorkerState.FAILED if self._loop_failed else WorkerState.STOPPED)
+
+    # -- run_until ---------------------------------------------------------------------------------
+
+    def _await_workflow(self, workflow_id: str, deadline: float, timeout: float, poll_interval: float,
+                        runner: TaskHandle, runner_error: List[BaseException]) -> Any:
+        clock = self.backend.monotonic
+        while not self._registration_done.wait(0.05):
+            if clock() >= deadline:
+                raise TimeoutError(f"worker {self.worker_id} startup did not finish within the {timeout}s "
+                                   f"workflow wait budget for {workflow_id}")
+        if not self._registered:
+            runner.join()
+            raise runner_error[0] if runner_error else RuntimeError("worker registration failed")
+        return wait_until_terminal(self.client, workflow_id, deadline=deadline, timeout=timeout,
+                                   poll_interval=poll_interval, clock=clock, stopped=self._stop_requested,
+                                   worker_id=self.worker_id)

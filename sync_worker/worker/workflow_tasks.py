@@ -1,0 +1,223 @@
+"""Running workflow tasks (§4) and query tasks (§6) through the workflow package.
+
+The replayer itself is pure (``sync_worker.workflow.task``); this module pages in the
+history, calls it, and talks to the server: completion with the §4.5 retries, the benign
+``WorkflowTaskWaitingForHistory`` fail for an empty command list, and the "completion
+failed after commands were produced" fail unless the refusal is a fencing reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from typing import Any, Callable, Dict, List, Mapping, Optional
+
+from ..errors import PayloadError, ServerError, WorkerShutdown
+from .inflight import InflightTask
+
+__all__ = [
+    "COMPLETION_RETRY_DELAYS",
+    "FENCING_REASONS",
+    "WAITING_FOR_HISTORY_FAILURE",
+    "run_query_task",
+    "run_workflow_task",
+]
+
+logger = logging.getLogger("sync_worker.worker.workflow")
+
+WAITING_FOR_HISTORY_FAILURE = {
+    "message": "Workflow task waiting for scheduled history.",
+    "type": "WorkflowTaskWaitingForHistory",
+}
+
+#: Sleeps between the three completion attempts.
+COMPLETION_RETRY_DELAYS = (0.05, 0.2)
+
+#: Refusals that mean the task is no longer ours: nothing more is sent.
+FENCING_REASONS = frozenset({
+    "lease_expired",
+    "lease_owner_mismatch",
+    "run_already_closed",
+    "run_closed",
+    "task_not_found",
+    "task_not_leased",
+    "workflow_task_attempt_mismatch",
+})
+
+#: Query complete/fail refusals that mean the query already ended on the server.
+QUERY_ENDED_REASONS = frozenset({
+    "lease_expired", "query_task_not_found", "query_task_not_leased", "query_task_timed_out",
+})
+
+
+def _default_executor() -> Callable[..., Any]:
+    from ..workflow.task import execute_workflow_task
+
+    return execute_workflow_task
+
+
+def _default_query_executor() -> Callable[..., Any]:
+    from ..workflow.task import execute_query_task
+
+    return execute_query_task
+
+
+def _retryable_completion_error(error: BaseException) -> bool:
+    if isinstance(error, ServerError):
+        return error.status >= 500 or error.status == 429
+    if isinstance(error, (WorkerShutdown, PayloadError)):
+        return False
+    return isinstance(error, Exception)
+
+
+def load_history(client: Any, task: Mapping[str, Any], worker_id: str, cancel: Any) -> List[Dict[str, Any]]:
+    """The task's first page plus every further page until the token is None."""
+    events: List[Dict[str, Any]] = list(task.get("history_events") or [])
+    token = task.get("next_history_page_token")
+    seen = set()
+    while token is not None:
+        if token in seen:
+            raise RuntimeError("workflow history paging did not advance")
+        seen.add(token)
+        page = client.workflow_task_history(
+            task["task_id"], lease_owner=worker_id,
+            workflow_task_attempt=_attempt(task), next_history_page_token=token, cancel=cancel,
+        )
+        events.extend(page.get("history_events") or [])
+        token = page.get("next_history_page_token")
+    return events
+
+
+def _attempt(task: Mapping[str, Any]) -> int:
+    value = task.get("workflow_task_attempt", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
+
+
+def _error_failure(prefix: str, error: BaseException) -> Dict[str, Any]:
+    return {
+        "message": f"{prefix}: {error}",
+        "type": type(error).__name__,
+        "stack_trace": "".join(traceback.format_exception(type(error), error, error.__traceback__)),
+    }
+
+
+def run_workflow_task(
+    *,
+    client: Any,
+    task: Mapping[str, Any],
+    registry: Any,
+    worker_id: str,
+    task_queue: str,
+    inflight: InflightTask,
+    sleep: Callable[[float], None],
+    executor: Optional[Callable[..., Any]] = None,
+) -> str:
+    """Replay one leased workflow task and send its commands; returns the outcome name."""
+    task_id = str(task["task_id"])
+    attempt = _attempt(task)
+    cancel = inflight.cancel
+
+    def fail(failure: Dict[str, Any]) -> bool:
+        if not inflight.claim_report():
+            return False
+        try:
+            client.fail_workflow_task(task_id, lease_owner=worker_id, workflow_task_attempt=attempt,
+                                      failure=failure, cancel=cancel)
+        except WorkerShutdown:
+            logger.warning("workflow task %s failure report interrupted by shutdown", task_id)
+            return False
+        except Exception as error:
+            logger.warning("failed to report workflow task %s failure: %s", task_id, error)
+            return False
+        return True
+
+    try:
+        events = load_history(client, task, worker_id, cancel)
+        outcome = (executor or _default_executor())(registry, dict(task), events, task_queue=task_queue)
+    except WorkerShutdown:
+        return "abandoned"
+    except Exception as error:
+        logger.exception("workflow task %s could not be executed", task_id)
+        fail(_error_failure("unhandled workflow task execution error", error))
+        return "failed"
+
+    failure = getattr(outcome, "failure", None)
+    commands = list(getattr(outcome, "commands", None) or [])
+    if failure is not None:
+        return "failed" if fail(dict(failure)) else "complete_error"
+    if not commands:
+        fail(dict(WAITING_FOR_HISTORY_FAILURE))
+        return "waiting_for_history"
+
+    last_error: Optional[BaseException] = None
+    for index in range(len(COMPLETION_RETRY_DELAYS) + 1):
+        if not inflight.claim_report():
+            return "abandoned"
+        try:
+            client.complete_workflow_task(task_id, lease_owner=worker_id, workflow_task_attempt=attempt,
+                                          commands=commands, cancel=cancel)
+            return "completed"
+        except WorkerShutdown:
+            return "abandoned"
+        except Exception as error:
+            last_error = error
+            if not _retryable_completion_error(error) or index >= len(COMPLETION_RETRY_DELAYS):
+                break
+            sleep(COMPLETION_RETRY_DELAYS[index])
+    assert last_error is not None
+    if isinstance(last_error, ServerError) and last_error.reason() in FENCING_REASONS:
+        logger.warning("workflow task %s completion refused (%s); nothing more is sent",
+                       task_id, last_error.reason())
+        return "claim_aborted"
+    if isinstance(last_error, ServerError) and last_error.status < 500:
+        fail(_error_failure("workflow task completion failed after commands were produced", last_error))
+    else:
+        logger.warning("workflow task %s completion failed: %s", task_id, type(last_error).__name__)
+    return "complete_error"
+
+
+def run_query_task(
+    *,
+    client: Any,
+    task: Mapping[str, Any],
+    registry: Any,
+    worker_id: str,
+    cancel: Any,
+    executor: Optional[Callable[..., Any]] = None,
+) -> str:
+    """Answer one leased query task; returns the outcome name."""
+    query_task_id = str(task.get("query_task_id", ""))
+    raw_attempt = task.get("query_task_attempt", 1)
+    attempt = raw_attempt if isinstance(raw_attempt, int) and not isinstance(raw_attempt, bool) else 1
+    try:
+        outcome = (executor or _default_query_executor())(registry, dict(task))
+        failure = getattr(outcome, "failure", None)
+    except Exception as error:
+        logger.exception("query task %s could not be executed", query_task_id)
+        failure = {"message": str(error), "reason": "query_rejected", "type": type(error).__name__}
+        outcome = None
+    try:
+        if failure is not None:
+            client.fail_query_task(query_task_id, lease_owner=worker_id, query_task_attempt=attempt,
+                                   failure=dict(failure), cancel=cancel)
+            return "failed"
+        try:
+            client.complete_query_task(query_task_id, lease_owner=worker_id, query_task_attempt=attempt,
+                                       result=getattr(outcome, "value", None), cancel=cancel)
+        except PayloadError as error:
+            client.fail_query_task(query_task_id, lease_owner=worker_id, query_task_attempt=attempt, failure={
+                "message": f"query result cannot be encoded: {error}", "reason": "query_result_encode_failed",
+                "type": type(error).__name__}, cancel=cancel)
+            return "failed"
+        return "completed"
+    except WorkerShutdown:
+        return "abandoned"
+    except ServerError as error:
+        if error.reason() in QUERY_ENDED_REASONS:
+            logger.info("query task %s already ended on the server (%s)", query_task_id, error.reason())
+        else:
+            logger.warning("failed to answer query task %s: %s", query_task_id, error)
+        return "complete_error"
+    except Exception as error:
+        logger.warning("failed to answer query task %s: %s", query_task_id, type(error).__name__)
+        return "complete_error"
