@@ -132,16 +132,27 @@ class WorkerPlane(ClientBase):
         lease_owner: str,
         workflow_task_attempt: int,
         commands: List[Dict[str, Any]],
+        message_stream_cursors: Optional[List[Dict[str, Any]]] = None,
+        message_stream_waits: Optional[List[Dict[str, Any]]] = None,
         cancel: Optional[CancelToken] = None,
     ) -> Dict[str, Any]:
-        """Submit the task's commands (at least one; an empty batch is a waiting-for-history fail)."""
+        """Submit the task's commands (at least one; an empty batch is a waiting-for-history fail).
+
+        ``message_stream_cursors`` / ``message_stream_waits`` (sent only when non-empty) record
+        how far the workflow consumed its message streams and which it waits on.
+        """
         if not commands:
             raise ValueError("an empty command batch is sent as fail_workflow_task(WorkflowTaskWaitingForHistory)")
-        return self._task_call("workflow-tasks", task_id, "complete", {
+        body: Dict[str, Any] = {
             "lease_owner": lease_owner,
             "workflow_task_attempt": workflow_task_attempt,
             "commands": commands,
-        }, cancel, bound=True)
+        }
+        if message_stream_cursors:
+            body["message_stream_cursors"] = message_stream_cursors
+        if message_stream_waits:
+            body["message_stream_waits"] = message_stream_waits
+        return self._task_call("workflow-tasks", task_id, "complete", body, cancel, bound=True)
 
     def fail_workflow_task(
         self,
