@@ -332,6 +332,21 @@ class ControlPlane(ClientBase):
         result.setdefault("request_id", body["request_id"])
         return result
 
+    def append_message_stream(
+        self, workflow_id: str, stream_name: str, *args: Any, message_id: Optional[str] = None
+    ) -> Dict[str, Any]:
+        """Append one message to a workflow's durable message stream (``message_id`` deduplicates)."""
+        body: Dict[str, Any] = {"message_id": message_id or f"sync-worker-message-{uuid.uuid4().hex}"}
+        if args:
+            body["input"] = payloads.envelope(list(args))
+        response = self._call(
+            "control", "POST", f"/workflows/{segment(workflow_id)}/message-streams/{segment(stream_name)}/messages",
+            route="/workflows/{id}/message-streams/{stream}/messages", body=body, operation="workflow.message_stream",
+        )
+        result = response if isinstance(response, dict) else {}
+        result.setdefault("message_id", body["message_id"])
+        return result
+
     def cancel_workflow(self, workflow_id: str, *, reason: Optional[str] = None) -> Dict[str, Any]:
         """Cancel the workflow's current run (it closes as cancelled at once)."""
         return self._command(workflow_id, "cancel", reason)

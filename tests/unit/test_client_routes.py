@@ -216,3 +216,11 @@ def test_ids_are_percent_encoded_in_paths() -> None:
 
     assert segment("order-231") == "order-231"
     assert segment("a/b c") == "a%2Fb%20c"
+
+
+@responses.activate
+def test_append_message_stream(client: Client) -> None:
+    responses.post(f"{API}/workflows/wf1/message-streams/inbox/messages", json={"outcome": "appended"})
+    receipt = client.append_message_stream("wf1", "inbox", {"n": 1}, message_id="m-1")
+    assert receipt == {"outcome": "appended", "message_id": "m-1"}
+    assert _body() == {"message_id": "m-1", "input": payloads.envelope([{"n": 1}])}
