@@ -1,0 +1,311 @@
+"""Activity executions: scheduling, claims, completion, server-owned retries and timeouts.
+
+One row per activity *execution* (what ``schedule_activity`` asked for); each claim starts a new
+*attempt* with its own ``task_id`` and ``activity_attempt_id``. Stale reports are refused by
+fencing on both, plus ``lease_owner``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from .engine import Engine
+from .lifecycle import close_run
+from .payload_checks import check_payload
+from .store import Row
+from .util import TERMINAL_STATUSES, ApiError, iso, new_id, now, ordered_id
+
+_OPEN = ("ready", "leased", "backoff")
+_TIMEOUT_KEYS = ("start_to_close", "schedule_to_start", "schedule_to_close", "heartbeat")
+
+
+def schedule(engine: Engine, run: Row, *, sequence: int, activity_type: str, arguments: Any,
+             task_queue: str, retry_policy: Optional[Dict[str, Any]], timeouts: Dict[str, Optional[int]],
+             parallel: Dict[str, Any], standalone: bool = False) -> Row:
+    ts = now()
+    act: Row = {
+        "execution_id": ordered_id("act"), "namespace": run["namespace"], "task_queue": task_queue,
+        "run_id": run["run_id"], "workflow_id": run["workflow_id"], "state": "ready", "due_at": None,
+        "task_id": None, "attempt_id": None, "attempt_number": 0, "activity_type": activity_type,
+        "arguments": arguments, "retry_policy": retry_policy, "timeouts": timeouts, "sequence": sequence,
+        "parallel": parallel, "scheduled_at": ts, "started_at": None, "last_heartbeat_at": None,
+        "lease_owner": None, "lease_expires_at": None, "available_at": ts, "standalone": standalone,
+        "result": None, "failure": None, "heartbeat_details": None, "closed_at": None,
+    }
+    _recompute_due(engine, act)
+    engine.store.put("activities", act)
+    engine.notify(run["namespace"], "activity", task_queue)
+    return act
+
+
+def _recompute_due(engine: Engine, act: Row) -> None:
+    t = act["timeouts"] or {}
+    candidates: List[float] = []
+    if t.get("schedule_to_close"):
+        candidates.append(act["scheduled_at"] + t["schedule_to_close"])
+    if act["state"] == "ready" and t.get("schedule_to_start"):
+        candidates.append(act["scheduled_at"] + t["schedule_to_start"])
+    if act["state"] == "backoff":
+        candidates.append(act["available_at"])
+    if act["state"] == "leased":
+        candidates.append(act["lease_expires_at"])
+        if t.get("heartbeat"):
+            candidates.append((act["last_heartbeat_at"] or act["started_at"]) + t["heartbeat"])
+    act["due_at"] = min(candidates) if candidates and act["state"] in _OPEN else None
+
+
+def describe_task(act: Row) -> Dict[str, Any]:
+    t = act["timeouts"] or {}
+    def _at(base: Optional[float], key: str) -> Optional[str]:
+        return iso(base + t[key]) if t.get(key) and base is not None else None
+
+    deadlines = {
+        "schedule_to_start": _at(act["scheduled_at"], "schedule_to_start"),
+        "start_to_close": _at(act["started_at"], "start_to_close"),
+        "schedule_to_close": _at(act["scheduled_at"], "schedule_to_close"),
+        "heartbeat": _at(act["last_heartbeat_at"] or act["started_at"], "heartbeat"),
+    }
+    return {
+        "task_id": act["task_id"], "activity_attempt_id": act["attempt_id"], "attempt_id": act["attempt_id"],
+        "activity_type": act["activity_type"], "attempt_number": act["attempt_number"],
+        "payload_codec": "avro", "arguments": act["arguments"], "workflow_id": act["workflow_id"],
+        "run_id": act["run_id"], "retry_policy": act["retry_policy"],
+        "activity_execution_id": act["execution_id"], "lease_owner": act["lease_owner"],
+        "task_queue": act["task_queue"], "namespace": act["namespace"],
+        "lease_expires_at": iso(act["lease_expires_at"]), "deadlines": deadlines,
+    }
+
+
+def claim(engine: Engine, namespace: str, queue: str, worker_id: str) -> Optional[Row]:
+    """Lease the oldest ready activity on ``queue`` (caller holds a transaction)."""
+    found = engine.store.select("activities", "namespace = ? AND task_queue = ? AND state = 'ready'",
+                                (namespace, queue), order="execution_id", limit=1)
+    if not found:
+        return None
+    act = found[0]
+    ts = now()
+    t = act["timeouts"] or {}
+    act.update({"state": "leased", "attempt_number": act["attempt_number"] + 1, "attempt_id": new_id("attempt"),
+                "task_id": ordered_id("at"), "lease_owner": worker_id, "started_at": ts, "last_heartbeat_at": None,
+                "lease_expires_at": ts + float(t.get("start_to_close") or engine.config.activity_task_lease_seconds)})
+    _recompute_due(engine, act)
+    engine.store.put("activities", act)
+    run = engine.get_run(act["run_id"])
+    if run is not None and run["status"] not in TERMINAL_STATUSES:
+        engine.append(run, "ActivityStarted", {
+            "sequence": act["sequence"], "activity_type": act["activity_type"],
+            "activity_execution_id": act["execution_id"], "activity_attempt_id": act["attempt_id"],
+            "attempt_number": act["attempt_number"], "lease_owner": worker_id, **act["parallel"]})
+        if run["status"] == "pending":
+            run["status"] = "running"
+            engine.save_run(run)
+    return act
+
+
+def _find_attempt(engine: Engine, task_id: str, body: Dict[str, Any], operation: str) -> Row:
+    found = engine.store.select("activities", "task_id = ?", (task_id,), limit=1)
+    if not found:
+        raise ApiError(404, "task_not_found", f"activity task {task_id} was not found", task_id=task_id)
+    act = found[0]
+    attempt_id = body.get("activity_attempt_id") or body.get("attempt_id")
+    if attempt_id != act["attempt_id"]:
+        raise ApiError(409, "activity_attempt_mismatch",
+                       f"activity attempt {attempt_id} is not the current attempt of task {task_id}",
+                       task_id=task_id, activity_attempt_id=attempt_id)
+    if act["state"] == "cancelled":
+        raise ApiError(409, "run_closed", f"the activity's run is closed; {operation} is stale",
+                       task_id=task_id, stop_reason=act.get("cancel_reason"), can_continue=False,
+                       cancel_requested=True)
+    if act["state"] != "leased":
+        raise ApiError(409, "task_not_leased", f"activity task {task_id} is not leased", task_id=task_id)
+    if body.get("lease_owner") != act["lease_owner"]:
+        raise ApiError(409, "lease_owner_mismatch", f"activity task {task_id} is leased to another worker",
+                       task_id=task_id)
+    return act
+
+
+def _receipt_key(task_id: str, body: Dict[str, Any]) -> str:
+    return f"{task_id}:{body.get('activity_attempt_id') or body.get('attempt_id')}"
+
+
+def _stored_receipt(engine: Engine, namespace: str, key: str, operation: str) -> Optional[Dict[str, Any]]:
+    stored = engine.store.get("kv", f"{namespace}\0act_receipt\0{key}")
+    if stored is None:
+        return None
+    if stored["operation"] != operation:
+        raise ApiError(409, "activity_attempt_closed", f"the attempt was already closed by {stored['operation']}")
+    return dict(stored["receipt"])
+
+
+def _store_receipt(engine: Engine, namespace: str, key: str, operation: str, receipt: Dict[str, Any]) -> None:
+    engine.store.put("kv", {"key": f"{namespace}\0act_receipt\0{key}", "namespace": namespace,
+                            "kind": "act_receipt", "operation": operation, "receipt": receipt})
+
+
+def complete(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
+    key = _receipt_key(task_id, body)
+    stored = _stored_receipt(engine, namespace, key, "complete")
+    if stored is not None:
+        return stored
+    act = _find_attempt(engine, task_id, body, "completion")
+    check_payload(body.get("result"), "result", codec=body.get("payload_codec") or None)
+    act.update({"state": "done", "result": body.get("result"), "closed_at": now(), "due_at": None})
+    engine.store.put("activities", act)
+    _resolve(engine, act, "ActivityCompleted", {"result": body.get("result"), "payload_codec": "avro"})
+    receipt = {"outcome": "completed", "task_id": task_id, "activity_attempt_id": act["attempt_id"], "reason": None}
+    _store_receipt(engine, namespace, key, "complete", receipt)
+    return receipt
+
+
+def fail(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
+    key = _receipt_key(task_id, body)
+    stored = _stored_receipt(engine, namespace, key, "fail")
+    if stored is not None:
+        return stored
+    act = _find_attempt(engine, task_id, body, "failure")
+    failure = body.get("failure")
+    if not isinstance(failure, dict):
+        raise ApiError(422, "validation_failed", "failure must be an object",
+                       errors={"failure": ["must be an object"]}, validation_errors={"failure": ["must be an object"]})
+    if failure.get("details") is not None:
+        check_payload(failure.get("details"), "failure.details")
+    outcome = retry_or_fail(engine, act, failure, None)
+    receipt = {"outcome": outcome, "task_id": task_id, "activity_attempt_id": act["attempt_id"], "reason": None}
+    _store_receipt(engine, namespace, key, "fail", receipt)
+    return receipt
+
+
+def heartbeat(engine: Engine, task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
+    found = engine.store.select("activities", "task_id = ?", (task_id,), limit=1)
+    if found and found[0]["state"] == "cancelled" and \
+            (body.get("activity_attempt_id") or body.get("attempt_id")) == found[0]["attempt_id"]:
+        act = found[0]
+        return {"task_id": task_id, "activity_attempt_id": act["attempt_id"], "cancel_requested": True,
+                "can_continue": False, "reason": "run_closed", "stop_reason": act.get("cancel_reason"),
+                "heartbeat_recorded": False}
+    act = _find_attempt(engine, task_id, body, "heartbeat")
+    act["last_heartbeat_at"] = now()
+    if isinstance(body.get("details"), dict):
+        act["heartbeat_details"] = body["details"]
+    _recompute_due(engine, act)
+    engine.store.put("activities", act)
+    return {"task_id": task_id, "activity_attempt_id": act["attempt_id"], "lease_owner": act["lease_owner"],
+            "cancel_requested": False, "can_continue": True, "reason": None, "heartbeat_recorded": True,
+            "last_heartbeat_at": iso(act["last_heartbeat_at"]), "lease_expires_at": iso(act["lease_expires_at"])}
+
+
+def retry_or_fail(engine: Engine, act: Row, failure: Dict[str, Any], timeout_kind: Optional[str]) -> str:
+    """Apply the execution's retry policy to a failed attempt; returns ``retrying`` or ``failed``."""
+    policy = act["retry_policy"] if isinstance(act["retry_policy"], dict) else None
+    if policy is None:
+        max_attempts: Optional[int] = 1
+    else:
+        raw = policy.get("max_attempts", 1)
+        max_attempts = None if raw is None else int(raw)
+    non_retryable_types = (policy or {}).get("non_retryable_error_types") or []
+    failure_type = failure.get("type")
+    non_retryable = bool(failure.get("non_retryable")) or (failure_type in non_retryable_types) \
+        or timeout_kind in ("schedule_to_start", "schedule_to_close")
+    ts = now()
+    if not non_retryable and (max_attempts is None or act["attempt_number"] < max_attempts):
+        backoffs = (policy or {}).get("backoff_seconds") or []
+        index = min(act["attempt_number"] - 1, len(backoffs) - 1)
+        delay = float(backoffs[index]) if backoffs else 1.0
+        run = engine.get_run(act["run_id"])
+        if run is not None and run["status"] not in TERMINAL_STATUSES:
+            engine.append(run, "ActivityRetryScheduled", {
+                "sequence": act["sequence"], "activity_type": act["activity_type"],
+                "activity_execution_id": act["execution_id"], "activity_attempt_id": act["attempt_id"],
+                "attempt_number": act["attempt_number"], "next_attempt_number": act["attempt_number"] + 1,
+                "backoff_seconds": delay, "retry_available_at": iso(ts + delay),
+                "message": failure.get("message"), "exception_type": failure_type,
+                "timeout_kind": timeout_kind, **act["parallel"]})
+        act.update({"state": "backoff", "available_at": ts + delay, "lease_owner": None,
+                    "last_failure": failure})
+        _recompute_due(engine, act)
+        engine.store.put("activities", act)
+        return "retrying"
+    message = failure.get("message") or "activity failed"
+    payload = {
+        "activity_attempt_id": act["attempt_id"], "attempt_number": act["attempt_number"],
+        "message": message, "exception_type": failure_type, "exception_class": failure.get("class"),
+        "exception": {"type": failure_type, "class": failure.get("class"), "message": message,
+                      "code": failure.get("code"), "details": failure.get("details"),
+                      "non_retryable": bool(failure.get("non_retryable"))},
+        "non_retryable": bool(failure.get("non_retryable")), "code": failure.get("code"),
+        "failure_category": "timeout" if timeout_kind else "application",
+    }
+    if timeout_kind:
+        payload["timeout_kind"] = timeout_kind
+    act.update({"state": "done", "failure": failure, "closed_at": ts, "due_at": None})
+    engine.store.put("activities", act)
+    _resolve(engine, act, "ActivityTimedOut" if timeout_kind else "ActivityFailed", payload)
+    return "failed"
+
+
+def _resolve(engine: Engine, act: Row, event_type: str, extra: Dict[str, Any]) -> None:
+    run = engine.get_run(act["run_id"])
+    if run is None or run["status"] in TERMINAL_STATUSES:
+        return
+    payload = {"sequence": act["sequence"], "activity_type": act["activity_type"],
+               "activity_execution_id": act["execution_id"], "activity_attempt_id": act["attempt_id"],
+               "attempt_number": act["attempt_number"], **extra, **act["parallel"]}
+    engine.append(run, event_type, payload)
+    if run.get("kind") == "activity_host":
+        if event_type == "ActivityCompleted":
+            run["output"] = act["result"]
+            close_run(engine, run, "completed", "WorkflowCompleted",
+                      {"output": act["result"], "payload_codec": "avro"})
+        else:
+            run["failure"] = {"message": extra.get("message"), "exception_type": extra.get("exception_type"),
+                              "exception_class": extra.get("exception_class")}
+            close_run(engine, run, "failed", "WorkflowFailed",
+                      {"message": extra.get("message"), "exception_type": extra.get("exception_type"),
+                       "exception_class": extra.get("exception_class")})
+        return
+    engine.member_resolved(run, act["parallel"], act["sequence"])
+    engine.save_run(run)
+
+
+def on_due(engine: Engine, act: Row) -> None:
+    """The scheduler found ``act`` due: end backoff, or time out an attempt or the execution."""
+    ts = now()
+    t = act["timeouts"] or {}
+    if t.get("schedule_to_close") and ts >= act["scheduled_at"] + t["schedule_to_close"]:
+        retry_or_fail(engine, act, {"message": "activity schedule-to-close timeout", "type": "ActivityTimedOut"},
+                      "schedule_to_close")
+        return
+    if act["state"] == "ready" and t.get("schedule_to_start") and ts >= act["scheduled_at"] + t["schedule_to_start"]:
+        retry_or_fail(engine, act, {"message": "activity schedule-to-start timeout", "type": "ActivityTimedOut"},
+                      "schedule_to_start")
+        return
+    if act["state"] == "backoff" and ts >= act["available_at"]:
+        act["state"] = "ready"
+        _recompute_due(engine, act)
+        engine.store.put("activities", act)
+        engine.notify(act["namespace"], "activity", act["task_queue"])
+        return
+    if act["state"] == "leased":
+        if t.get("heartbeat") and ts >= (act["last_heartbeat_at"] or act["started_at"]) + t["heartbeat"]:
+            retry_or_fail(engine, act, {"message": "activity heartbeat timeout", "type": "ActivityTimedOut"},
+                          "heartbeat")
+            return
+        if ts >= act["lease_expires_at"]:
+            retry_or_fail(engine, act, {"message": "activity start-to-close timeout", "type": "ActivityTimedOut"},
+                          "start_to_close")
+            return
+    _recompute_due(engine, act)
+    engine.store.put("activities", act)
+
+
+def timeouts_from(body: Dict[str, Any], suffix: str = "") -> Dict[str, Optional[int]]:
+    out: Dict[str, Optional[int]] = {}
+    for key in _TIMEOUT_KEYS:
+        value = body.get(f"{key}_timeout{suffix}")
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ApiError(422, "validation_failed", f"{key}_timeout{suffix} must be a positive number",
+                               errors={f"{key}_timeout{suffix}": ["must be positive"]},
+                               validation_errors={f"{key}_timeout{suffix}": ["must be positive"]})
+            out[key] = int(value) if float(value).is_integer() else int(value) + 1
+    return out

@@ -1,0 +1,74 @@
+"""Request admission, in the order the parity fixture pins: auth (401), plane version (400),
+namespace (404)."""
+
+from __future__ import annotations
+
+import hmac
+import re
+from typing import Any, Mapping, Optional, Tuple
+
+from .discovery import CONTROL_PLANE_VERSION, MINIMUM_WORKER_PROTOCOL_MINOR, WORKER_PROTOCOL_VERSION
+from .util import ApiError
+
+PROTOCOL_HEADER = "X-Durable-Workflow-Protocol-Version"
+CONTROL_HEADER = "X-Durable-Workflow-Control-Plane-Version"
+_VERSION = re.compile(r"^(\d+)\.(\d+)$")
+_MAX_MINOR = int(WORKER_PROTOCOL_VERSION.split(".")[1])
+
+
+def plane_of(path: str) -> str:
+    """``open`` (no admission), ``discovery`` (either plane), ``worker`` or ``control``."""
+    if path in ("/api/health", "/api/ready"):
+        return "open"
+    if path == "/api/cluster/info":
+        return "discovery"
+    if path.startswith("/api/worker/"):
+        return "worker"
+    return "control"
+
+
+def _check_worker_version(value: Optional[str]) -> None:
+    if value is None or not value.strip():
+        raise ApiError(400, "missing_protocol_version", f"the {PROTOCOL_HEADER} header is required",
+                       supported_version=WORKER_PROTOCOL_VERSION)
+    match = _VERSION.match(value.strip())
+    if not match or int(match.group(1)) != 1 or not MINIMUM_WORKER_PROTOCOL_MINOR <= int(match.group(2)) <= _MAX_MINOR:
+        raise ApiError(400, "unsupported_protocol_version",
+                       f"worker protocol {value!r} is not supported (1.{MINIMUM_WORKER_PROTOCOL_MINOR}"
+                       f"..{WORKER_PROTOCOL_VERSION})", requested_version=value,
+                       supported_version=WORKER_PROTOCOL_VERSION)
+
+
+def _check_control_version(value: Optional[str]) -> None:
+    if value is None or not value.strip():
+        raise ApiError(400, "missing_control_plane_version", f"the {CONTROL_HEADER} header is required",
+                       supported_version=CONTROL_PLANE_VERSION)
+    if value.strip() != CONTROL_PLANE_VERSION:
+        raise ApiError(400, "unsupported_control_plane_version",
+                       f"control plane version {value!r} is not supported (use {CONTROL_PLANE_VERSION})",
+                       requested_version=value, supported_version=CONTROL_PLANE_VERSION)
+
+
+def admit(path: str, headers: Any, query: Mapping[str, str], *, token: Optional[str],
+          namespaces: Tuple[str, ...]) -> Tuple[str, str]:
+    """Return ``(plane, namespace)`` or raise the first refusal."""
+    plane = plane_of(path)
+    if plane == "open":
+        return plane, "default"
+    if token is not None:
+        supplied = headers.get("Authorization") or ""
+        if not hmac.compare_digest(supplied.encode("utf-8", "replace"), f"Bearer {token}".encode()):
+            raise ApiError(401, "unauthorized", "missing or invalid bearer token", plane=plane)
+    if plane == "worker":
+        _check_worker_version(headers.get(PROTOCOL_HEADER))
+    elif plane == "control":
+        _check_control_version(headers.get(CONTROL_HEADER))
+    elif headers.get(PROTOCOL_HEADER) is not None:
+        _check_worker_version(headers.get(PROTOCOL_HEADER))
+    elif headers.get(CONTROL_HEADER) is not None:
+        _check_control_version(headers.get(CONTROL_HEADER))
+    namespace = (headers.get("X-Namespace") or "").strip() or (query.get("namespace") or "").strip() or "default"
+    namespace = namespace.lower()
+    if namespace not in namespaces:
+        raise ApiError(404, "namespace_not_found", f"namespace {namespace!r} was not found", namespace=namespace)
+    return plane, namespace

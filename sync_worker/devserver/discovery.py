@@ -1,0 +1,67 @@
+"""``GET /api/cluster/info``: the negotiation document (§1.3), advertising only what exists."""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from .commands import SUPPORTED_COMMANDS
+from .engine import Engine
+from .util import iso, now
+
+WORKER_PROTOCOL_VERSION = "1.20"
+MINIMUM_WORKER_PROTOCOL_MINOR = 19
+CONTROL_PLANE_VERSION = "2"
+SERVER_VERSION = "sync-worker-devserver/1"
+DEREGISTRATION_SCHEMA = "durable-workflow.v2.worker-deregistration.v1"
+
+
+def server_capabilities(engine: Engine) -> Dict[str, Any]:
+    return {
+        "query_tasks": True,
+        "supported_workflow_task_commands": list(SUPPORTED_COMMANDS),
+        "long_poll_timeout": int(engine.config.long_poll_max_seconds),
+        "workflow_memo_updates": {"supported": True, "command": "upsert_memo", "history_event": "MemoUpserted"},
+        "worker_deregistration_fencing": {
+            "supported": True, "schema": DEREGISTRATION_SCHEMA,
+            "endpoint": "/worker/registrations/{workerId}/deregister",
+            "receipt_retention_seconds": engine.config.receipt_retention_seconds,
+        },
+    }
+
+
+def cluster_info(engine: Engine, namespace: str) -> Dict[str, Any]:
+    return {
+        "version": SERVER_VERSION,
+        "server_version": SERVER_VERSION,
+        "server_time": iso(now()),
+        "namespace": {"name": namespace},
+        "control_plane": {
+            "version": CONTROL_PLANE_VERSION,
+            "header": "X-Durable-Workflow-Control-Plane-Version",
+            "request_contract": {
+                "schema": "durable-workflow.v2.control-plane-request.contract",
+                "version": 1,
+                "operations": {"update": {"fields": {"wait_for": {"canonical_values": ["accepted", "completed"]}}}},
+            },
+        },
+        "worker_protocol": {
+            "version": WORKER_PROTOCOL_VERSION,
+            "minimum_version": f"1.{MINIMUM_WORKER_PROTOCOL_MINOR}",
+            "header": "X-Durable-Workflow-Protocol-Version",
+            "server_capabilities": server_capabilities(engine),
+        },
+        "auth_composition_contract": {
+            "schema": "durable-workflow.v2.auth-composition.contract", "version": 1,
+            "precedence": {"connection_values": ["flag", "env", "profile"], "profile_selection": ["flag", "env"]},
+            "canonical_environment": {
+                "server_url": "DURABLE_WORKFLOW_SERVER_URL", "namespace": "DURABLE_WORKFLOW_NAMESPACE",
+                "auth_token": "DURABLE_WORKFLOW_AUTH_TOKEN", "tls_verify": "DURABLE_WORKFLOW_TLS_VERIFY",
+                "profile": "DW_ENV"},
+            "auth_material": {"token": {"status": "supported", "effective_config_value": "redacted"},
+                              "mtls": {"status": "reserved"}, "signed_headers": {"status": "reserved"}},
+            "effective_config": {"required_fields": ["server_url", "namespace", "profile", "auth", "tls", "identity"]},
+            "redaction": {"never_echo": ["bearer_tokens", "private_keys", "raw_authorization_headers"]},
+        },
+        "limits": {"max_payload_bytes": engine.config.max_payload_bytes,
+                   "max_request_bytes": engine.config.max_request_bytes},
+    }

@@ -1,0 +1,238 @@
+"""The engine core: configuration, the single state lock, transactions, runs, history, wake rule.
+
+Every state change happens inside :meth:`Engine.tx` (the lock plus one SQLite transaction),
+so an operation that raises half way leaves nothing behind. Long polls wait on a
+:class:`threading.Condition` per ``(namespace, kind, queue)`` that shares the same lock, which
+``wait`` releases; producers ``notify`` the matching condition when they make work ready.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from .store import Row, Store
+from .util import TERMINAL_STATUSES, ApiError, iso, new_id, now
+
+log = logging.getLogger("sync_worker.devserver")
+
+
+@dataclass
+class Config:
+    """Tunables; the defaults suit a development server, tests shorten the leases and ticks."""
+
+    namespaces: Tuple[str, ...] = ("default",)
+    token: Optional[str] = None
+    long_poll_max_seconds: float = 60.0
+    workflow_task_lease_seconds: float = 60.0
+    activity_task_lease_seconds: float = 300.0
+    query_timeout_seconds: float = 10.0
+    tick_seconds: float = 0.05
+    heartbeat_interval_seconds: int = 60
+    stale_after_seconds: int = 120
+    receipt_retention_seconds: int = 3600
+    max_payload_bytes: int = 2 * 1024 * 1024
+    max_request_bytes: int = 4 * 1024 * 1024
+    enforce_workflow_timeouts: bool = True
+
+
+class Engine:
+    """Shared state plus the primitives the route handlers and the scheduler build on."""
+
+    def __init__(self, config: Config, db: str) -> None:
+        self.config = config
+        self.store = Store(db)
+        self.lock = threading.RLock()
+        self.stopping = False
+        self._conditions: Dict[Tuple[str, str, str], threading.Condition] = {}
+        self.namespaces = tuple(n.lower() for n in config.namespaces) or ("default",)
+
+    # -- locking and transactions ----------------------------------------------------------
+    @contextmanager
+    def tx(self) -> Iterator[None]:
+        with self.lock:
+            self.store.begin()
+            try:
+                yield
+            except BaseException:
+                self.store.end(False)
+                raise
+            self.store.end(True)
+
+    def condition(self, namespace: str, kind: str, queue: str) -> threading.Condition:
+        key = (namespace, kind, queue)
+        with self.lock:
+            found = self._conditions.get(key)
+            if found is None:
+                found = threading.Condition(self.lock)
+                self._conditions[key] = found
+            return found
+
+    def notify(self, namespace: str, kind: str, queue: str) -> None:
+        with self.lock:
+            found = self._conditions.get((namespace, kind, queue))
+            if found is not None:
+                found.notify_all()
+
+    def notify_everyone(self) -> None:
+        with self.lock:
+            for cond in self._conditions.values():
+                cond.notify_all()
+
+    # -- runs -------------------------------------------------------------------------------
+    def get_run(self, run_id: str) -> Optional[Row]:
+        return self.store.get("runs", run_id)
+
+    def save_run(self, run: Row) -> None:
+        self.store.put("runs", run)
+
+    def current_run(self, namespace: str, workflow_id: str) -> Optional[Row]:
+        found = self.store.select("runs", "namespace = ? AND workflow_id = ?", (namespace, workflow_id),
+                                  order="created_order DESC", limit=1)
+        return found[0] if found else None
+
+    def require_run(self, namespace: str, workflow_id: str, run_id: Optional[str] = None) -> Row:
+        run = self.get_run(run_id) if run_id else self.current_run(namespace, workflow_id)
+        if run is None or run["namespace"] != namespace or run["workflow_id"] != workflow_id:
+            raise ApiError(404, "workflow_not_found", f"workflow {workflow_id} was not found",
+                           workflow_id=workflow_id)
+        return run
+
+    def runs_of(self, namespace: str, workflow_id: str) -> List[Row]:
+        return self.store.select("runs", "namespace = ? AND workflow_id = ?", (namespace, workflow_id),
+                                 order="created_order")
+
+    def _next_order(self) -> int:
+        cur = self.store._conn.execute("SELECT COALESCE(MAX(created_order), 0) FROM runs")
+        return int(cur.fetchone()[0]) + 1
+
+    def create_run(self, *, namespace: str, workflow_id: str, workflow_type: str, task_queue: str,
+                   arguments: Any, kind: str = "workflow", start_accepted: bool = True,
+                   parent: Optional[Row] = None, continued_from: Optional[str] = None,
+                   memo: Optional[Dict[str, Any]] = None, search_attributes: Optional[Dict[str, Any]] = None,
+                   execution_timeout_seconds: Optional[int] = None, run_timeout_seconds: Optional[int] = None,
+                   run_number: int = 1, extra: Optional[Dict[str, Any]] = None,
+                   run_id: Optional[str] = None) -> Row:
+        """Create a run, record its first events and (for workflow runs) queue its first task."""
+        ts = now()
+        for older in self.store.select("runs", "namespace = ? AND workflow_id = ? AND is_current = 1",
+                                       (namespace, workflow_id)):
+            older["is_current"] = 0
+            self.save_run(older)
+        run: Row = {
+            "run_id": run_id or new_id("run"), "namespace": namespace, "workflow_id": workflow_id,
+            "workflow_type": workflow_type, "task_queue": task_queue, "kind": kind,
+            "status": "pending", "is_current": 1, "created_order": self._next_order(),
+            "run_number": run_number, "input": arguments, "output": None, "failure": None,
+            "memo": dict(memo or {}), "search_attributes": dict(search_attributes or {}),
+            "created_at": ts, "closed_at": None, "closed_reason": None, "next_seq": 0,
+            "task_id": None, "dirty": False, "open_wait": None, "unapplied_signals": [],
+            "parent": parent, "children": [], "continued_from": continued_from, "groups": {}, "members": {},
+            "execution_timeout_seconds": execution_timeout_seconds,
+            "run_timeout_seconds": run_timeout_seconds, "last_task_failure": None,
+        }
+        if extra:
+            run.update(extra)
+        run["run_deadline"] = ts + run_timeout_seconds if run_timeout_seconds else None
+        if run.get("execution_deadline") is None and execution_timeout_seconds:
+            run["execution_deadline"] = ts + execution_timeout_seconds
+        if self.config.enforce_workflow_timeouts and kind == "workflow":
+            for timeout_kind, deadline in (("run_timeout", run["run_deadline"]),
+                                           ("execution_timeout", run.get("execution_deadline"))):
+                if deadline is not None:
+                    self.store.put("timers", {
+                        "timer_id": new_id("timer"), "namespace": namespace, "run_id": run["run_id"],
+                        "state": "pending", "fire_at": deadline, "sequence": None, "delay_seconds": None,
+                        "timer_kind": timeout_kind, "parallel": {}})
+        if start_accepted:
+            self.append(run, "StartAccepted", {
+                "workflow_id": workflow_id, "workflow_instance_id": workflow_id, "workflow_run_id": run["run_id"],
+                "workflow_type": workflow_type, "task_queue": task_queue})
+        started: Dict[str, Any] = {
+            "workflow_type": workflow_type, "workflow_id": workflow_id, "workflow_instance_id": workflow_id,
+            "workflow_run_id": run["run_id"], "run_id": run["run_id"], "task_queue": task_queue,
+            "arguments": arguments, "payload_codec": "avro", "timestamp": iso(ts), "memo": run["memo"],
+            "search_attributes": run["search_attributes"], "run_number": run_number,
+            "execution_timeout_seconds": execution_timeout_seconds, "run_timeout_seconds": run_timeout_seconds,
+            "continued_from_run_id": continued_from,
+            "parent_workflow_instance_id": parent.get("workflow_id") if parent else None,
+            "parent_workflow_run_id": parent.get("run_id") if parent else None,
+            "parent_sequence": parent.get("sequence") if parent else None,
+        }
+        self.append(run, "WorkflowStarted", started)
+        if kind == "workflow":
+            self.wake(run)
+        self.save_run(run)
+        return run
+
+    # -- history ----------------------------------------------------------------------------
+    def append(self, run: Row, event_type: str, payload: Dict[str, Any]) -> Row:
+        seq = self.store.event_count(run["run_id"]) + 1
+        event: Row = {"id": f"{run['run_id']}-e{seq}", "sequence": seq, "event_type": event_type,
+                      "recorded_at": iso(now()), "payload": payload}
+        self.store.add_event(run["run_id"], seq, event)
+        return event
+
+    def history(self, run_id: str, offset: int = 0, limit: Optional[int] = None) -> List[Row]:
+        return self.store.events(run_id, offset, limit)
+
+    # -- the wake rule ------------------------------------------------------------------------
+    def wake(self, run: Row) -> None:
+        """Make sure the run gets a workflow task: now if none is outstanding, else after the lease.
+
+        The caller saves ``run`` afterwards.
+        """
+        if run["status"] in TERMINAL_STATUSES or run.get("kind") != "workflow":
+            return
+        task_id = run.get("task_id")
+        if task_id:
+            task = self.store.get("wf_tasks", task_id)
+            if task is not None and task["state"] in ("ready", "delayed"):
+                return
+            if task is not None and task["state"] == "leased":
+                run["dirty"] = True
+                return
+        ts = now()
+        task = {"task_id": new_id("wft"), "namespace": run["namespace"], "task_queue": run["task_queue"],
+                "run_id": run["run_id"], "state": "ready", "due_at": ts, "attempt": 1,
+                "lease_owner": None, "lease_expires_at": None, "poll_request_id": None, "created_at": ts}
+        self.store.put("wf_tasks", task)
+        run["task_id"] = task["task_id"]
+        run["dirty"] = False
+        self.notify(run["namespace"], "workflow", run["task_queue"])
+
+    # -- parallel-group barrier -------------------------------------------------------------
+    @staticmethod
+    def group_root(fields: Dict[str, Any]) -> Optional[str]:
+        path = fields.get("parallel_group_path")
+        if isinstance(path, list) and path and isinstance(path[0], dict) and path[0].get("parallel_group_id"):
+            return str(path[0]["parallel_group_id"])
+        gid = fields.get("parallel_group_id")
+        return str(gid) if gid else None
+
+    def member_scheduled(self, run: Row, fields: Dict[str, Any], sequence: int) -> None:
+        root = self.group_root(fields)
+        if root is None:
+            return
+        run["groups"].setdefault(root, []).append(sequence)
+        gid, index = fields.get("parallel_group_id"), fields.get("parallel_group_index")
+        run["members"][f"{gid}#{index}"] = sequence
+
+    def member_resolved(self, run: Row, fields: Dict[str, Any], sequence: int) -> None:
+        """A step resolved: wake the run unless a parallel group is still partly open."""
+        root = self.group_root(fields)
+        if root is not None and root in run["groups"]:
+            pending = [s for s in run["groups"][root] if s != sequence]
+            if pending:
+                run["groups"][root] = pending
+                return
+            del run["groups"][root]
+        self.wake(run)
+
+    @staticmethod
+    def parallel_fields(source: Dict[str, Any]) -> Dict[str, Any]:
+        return {k: v for k, v in source.items()
+                if k.startswith("parallel_group_") or k.startswith("selection_member_")}

@@ -1,0 +1,24 @@
+"""Payload validation at the boundary: every envelope is decoded once so bad framing is a 422."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ..errors import PayloadError
+from ..payloads import decode_envelope
+from .util import ApiError
+
+
+def check_payload(value: Any, where: str, *, codec: Optional[str] = "avro", allow_none: bool = True) -> None:
+    """Refuse anything that is not a valid Avro envelope (or bare blob with an ``avro`` codec)."""
+    if value is None:
+        if allow_none:
+            return
+        raise ApiError(422, "validation_failed", f"{where} is required",
+                       errors={where: ["is required"]}, validation_errors={where: ["is required"]})
+    try:
+        decode_envelope(value, codec=codec)
+    except PayloadError as exc:
+        raise ApiError(422, exc.reason, f"{where}: {exc}", field=where) from None
+    except Exception as exc:  # a codec bug must still be a refusal, not a 500
+        raise ApiError(422, "invalid_payload_framing", f"{where}: {exc}", field=where) from None

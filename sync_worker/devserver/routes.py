@@ -1,0 +1,318 @@
+"""The route table: method + path pattern -> handler. Handlers return ``(status, body)``."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Pattern, Tuple
+
+from . import activities, control, streams, tasks, updates, workers
+from .discovery import WORKER_PROTOCOL_VERSION, cluster_info, server_capabilities
+from .engine import Engine
+from .queries import QueryBroker
+from .util import ApiError, iso, now, require_str
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: Dict[str, str]
+    headers: Any
+    namespace: str = "default"
+    plane: str = "control"
+    body: Dict[str, Any] = field(default_factory=dict)
+    params: Dict[str, str] = field(default_factory=dict)
+    #: whether the client is still connected (a long poll must not lease work to a caller that left)
+    client_connected: Callable[[], bool] = lambda: True
+
+
+Handler = Callable[["Routes", Request], Tuple[int, Any]]
+
+
+class Routes:
+    def __init__(self, engine: Engine, broker: QueryBroker) -> None:
+        self.engine = engine
+        self.broker = broker
+        self.table: List[Tuple[str, Pattern[str], Handler]] = []
+        for method, pattern, handler in _ROUTES:
+            self.table.append((method, re.compile("^" + pattern + "$"), handler))
+
+    def match(self, method: str, path: str) -> Tuple[Optional[Handler], Dict[str, str], bool]:
+        """The handler and path params; the flag says whether the path exists for another method."""
+        path_known = False
+        for route_method, regex, handler in self.table:
+            found = regex.match(path)
+            if found:
+                path_known = True
+                if route_method == method:
+                    return handler, found.groupdict(), True
+        return None, {}, path_known
+
+    # -- long polls --------------------------------------------------------------------------
+    def long_poll(self, req: Request, kind: str, claim: Callable[[str, str, int], Optional[Dict[str, Any]]],
+                  replay: Optional[Callable[[Dict[str, Any], str], Optional[Dict[str, Any]]]] = None
+                  ) -> Dict[str, Any]:
+        engine = self.engine
+        worker_id = require_str(req.body, "worker_id")
+        queue = require_str(req.body, "task_queue")
+        assert worker_id is not None and queue is not None
+        raw_timeout = req.body.get("timeout_seconds", 30)
+        if isinstance(raw_timeout, bool) or not isinstance(raw_timeout, (int, float)):
+            raise ApiError(422, "validation_failed", "timeout_seconds must be a number",
+                           errors={"timeout_seconds": ["must be a number"]},
+                           validation_errors={"timeout_seconds": ["must be a number"]})
+        timeout = max(0.0, min(float(raw_timeout), engine.config.long_poll_max_seconds, 60.0))
+        page_size = req.body.get("history_page_size", 500)
+        page_size = max(1, min(int(page_size), 1000)) if isinstance(page_size, int) else 500
+        poll_id = req.body.get("poll_request_id")
+        deadline = time.monotonic() + timeout
+        cond = engine.condition(req.namespace, kind, queue)
+        envelope = {"protocol_version": WORKER_PROTOCOL_VERSION, "server_capabilities": server_capabilities(engine)}
+        with engine.lock:
+            with engine.tx():
+                workers.touch(engine, req.namespace, worker_id)
+            if isinstance(poll_id, str) and replay is not None:
+                stored = engine.store.get("kv", f"{req.namespace}\0poll\0{kind}\0{poll_id}")
+                if stored is not None:
+                    again = replay(stored, worker_id)
+                    if again is not None:
+                        return {"task": again, **envelope, "server_time": iso(now())}
+            while True:
+                if engine.stopping:
+                    return {"task": None, "poll_status": "draining", **envelope}
+                if not req.client_connected() or not workers.may_lease(engine, req.namespace, worker_id):
+                    return {"task": None, "poll_status": "abandoned", **envelope}
+                with engine.tx():
+                    task = claim(queue, worker_id, page_size)
+                    if task is not None and isinstance(poll_id, str) and replay is not None:
+                        engine.store.put("kv", {"key": f"{req.namespace}\0poll\0{kind}\0{poll_id}",
+                                                "namespace": req.namespace, "kind": "poll", "ref": task["task_id"],
+                                                "attempt": task.get("workflow_task_attempt")})
+                if task is not None:
+                    return {"task": task, **envelope, "server_time": iso(now())}
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return {"task": None, "poll_status": "timeout", **envelope, "server_time": iso(now())}
+                cond.wait(remaining)
+
+
+def _json(status: int, body: Any) -> Tuple[int, Any]:
+    return status, body
+
+
+# -- discovery ---------------------------------------------------------------------------------
+def _health(r: Routes, req: Request) -> Tuple[int, Any]:
+    return 200, {"status": "serving", "timestamp": iso(now())}
+
+
+def _ready(r: Routes, req: Request) -> Tuple[int, Any]:
+    with r.engine.lock:
+        r.engine.store.count("runs")
+    return 200, {"status": "ready", "timestamp": iso(now()), "namespaces": list(r.engine.namespaces)}
+
+
+def _cluster_info(r: Routes, req: Request) -> Tuple[int, Any]:
+    return 200, cluster_info(r.engine, req.namespace)
+
+
+# -- worker plane --------------------------------------------------------------------------------
+def _tx(r: Routes, fn: Callable[[], Any], status: int = 200) -> Tuple[int, Any]:
+    with r.engine.tx():
+        return status, fn()
+
+
+def _register(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: workers.register(r.engine, req.namespace, req.body), 201)
+
+
+def _heartbeat(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: workers.heartbeat(r.engine, req.namespace, req.body))
+
+
+def _deregister_fenced(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: workers.deregister_fenced(r.engine, req.namespace, req.params["worker_id"], req.body))
+
+
+def _deregister_legacy(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: workers.deregister_legacy(r.engine, req.namespace, req.params["worker_id"]))
+
+
+def _poll_workflow(r: Routes, req: Request) -> Tuple[int, Any]:
+    def replay(stored: Dict[str, Any], worker_id: str) -> Optional[Dict[str, Any]]:
+        """Only the lease this very poll obtained (same attempt, same worker) is handed out again."""
+        again = tasks.rendered_for_poll(r.engine, stored["ref"], stored.get("attempt") or 0)
+        return again if again is not None and again["lease_owner"] == worker_id else None
+
+    return 200, r.long_poll(req, "workflow",
+                            lambda q, w, p: tasks.claim(r.engine, req.namespace, q, w, p), replay)
+
+
+def _poll_activity(r: Routes, req: Request) -> Tuple[int, Any]:
+    def replay(stored: Dict[str, Any], worker_id: str) -> Optional[Dict[str, Any]]:
+        found = r.engine.store.select("activities", "task_id = ? AND state = 'leased'", (stored["ref"],), limit=1)
+        return activities.describe_task(found[0]) if found and found[0]["lease_owner"] == worker_id else None
+
+    def claim(q: str, w: str, p: int) -> Optional[Dict[str, Any]]:
+        act = activities.claim(r.engine, req.namespace, q, w)
+        return None if act is None else activities.describe_task(act)
+
+    return 200, r.long_poll(req, "activity", claim, replay)
+
+
+def _poll_query(r: Routes, req: Request) -> Tuple[int, Any]:
+    return 200, r.long_poll(req, "query", lambda q, w, p: r.broker.claim(req.namespace, q, w))
+
+
+def _wft(op: Callable[..., Dict[str, Any]]) -> Handler:
+    def handler(r: Routes, req: Request) -> Tuple[int, Any]:
+        return _tx(r, lambda: op(r.engine, req.namespace, req.params["task_id"], req.body))
+    return handler
+
+
+def _act(op: str) -> Handler:
+    def handler(r: Routes, req: Request) -> Tuple[int, Any]:
+        if op == "heartbeat":
+            return _tx(r, lambda: activities.heartbeat(r.engine, req.params["task_id"], req.body))
+        fn = activities.complete if op == "complete" else activities.fail
+        return _tx(r, lambda: fn(r.engine, req.namespace, req.params["task_id"], req.body))
+    return handler
+
+
+def _query_complete(r: Routes, req: Request) -> Tuple[int, Any]:
+    return 200, r.broker.complete(req.params["task_id"], req.body)
+
+
+def _query_fail(r: Routes, req: Request) -> Tuple[int, Any]:
+    return 200, r.broker.fail(req.params["task_id"], req.body)
+
+
+# -- control plane -------------------------------------------------------------------------------
+def _start(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: control.start_workflow(r.engine, req.namespace, req.body), 201)
+
+
+def _list(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: control.list_workflows(r.engine, req.namespace, req.query))
+
+
+def _describe(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: control.describe(r.engine, req.namespace, req.params["workflow_id"]))
+
+
+def _runs(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: control.runs(r.engine, req.namespace, req.params["workflow_id"]))
+
+
+def _describe_run(r: Routes, req: Request) -> Tuple[int, Any]:
+    p = req.params
+    return _tx(r, lambda: control.describe_run(r.engine, req.namespace, p["workflow_id"], p["run_id"]))
+
+
+def _history(r: Routes, req: Request) -> Tuple[int, Any]:
+    p = req.params
+    return _tx(r, lambda: control.history(r.engine, req.namespace, p["workflow_id"], p.get("run_id"), req.query))
+
+
+def _signal(r: Routes, req: Request) -> Tuple[int, Any]:
+    p = req.params
+    return _tx(r, lambda: control.signal(r.engine, req.namespace, p["workflow_id"], p.get("run_id"), p["name"],
+                                         req.body), 202)
+
+
+def _query(r: Routes, req: Request) -> Tuple[int, Any]:
+    p = req.params
+    return 200, control.query(r.engine, r.broker, req.namespace, p["workflow_id"], p.get("run_id"), p["name"],
+                              req.body)
+
+
+def _stream_append(r: Routes, req: Request) -> Tuple[int, Any]:
+    p = req.params
+    return _tx(r, lambda: streams.append(r.engine, req.namespace, p["workflow_id"], p["stream"], req.body), 202)
+
+
+def _update(r: Routes, req: Request) -> Tuple[int, Any]:
+    p = req.params
+    return updates.submit(r.engine, req.namespace, p["workflow_id"], p.get("run_id"), p["name"], req.body)
+
+
+def _cancel(terminate: bool) -> Handler:
+    def handler(r: Routes, req: Request) -> Tuple[int, Any]:
+        p = req.params
+        return _tx(r, lambda: control.cancel(r.engine, req.namespace, p["workflow_id"], p.get("run_id"), req.body,
+                                             terminate=terminate))
+    return handler
+
+
+def _start_activity(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: control.start_activity(r.engine, req.namespace, req.body), 201)
+
+
+def _describe_activity(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: control.describe_activity(r.engine, req.namespace, req.params["activity_id"]))
+
+
+def _list_activities(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: control.list_activities(r.engine, req.namespace, req.query))
+
+
+def _workers(r: Routes, req: Request) -> Tuple[int, Any]:
+    q = req.query
+    return _tx(r, lambda: workers.list_workers(r.engine, req.namespace, q.get("task_queue"), q.get("status")))
+
+
+def _worker(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: workers.get_worker(r.engine, req.namespace, req.params["worker_id"]))
+
+
+_ID = r"(?P<{}>[^/]+)"
+_WF = "/api/workflows/" + _ID.format("workflow_id")
+_RUN = _WF + "/runs/" + _ID.format("run_id")
+_TASK = _ID.format("task_id")
+
+_ROUTES: List[Tuple[str, str, Handler]] = [
+    ("GET", "/api/health", _health),
+    ("GET", "/api/ready", _ready),
+    ("GET", "/api/cluster/info", _cluster_info),
+    ("POST", "/api/worker/register", _register),
+    ("POST", "/api/worker/heartbeat", _heartbeat),
+    ("POST", "/api/worker/registrations/" + _ID.format("worker_id") + "/deregister", _deregister_fenced),
+    ("DELETE", "/api/worker/registrations/" + _ID.format("worker_id"), _deregister_legacy),
+    ("POST", "/api/worker/workflow-tasks/poll", _poll_workflow),
+    ("POST", "/api/worker/workflow-tasks/" + _TASK + "/complete", _wft(tasks.complete)),
+    ("POST", "/api/worker/workflow-tasks/" + _TASK + "/fail", _wft(tasks.fail)),
+    ("POST", "/api/worker/workflow-tasks/" + _TASK + "/history", _wft(tasks.history_page)),
+    ("POST", "/api/worker/workflow-tasks/" + _TASK + "/heartbeat", _wft(tasks.heartbeat)),
+    ("POST", "/api/worker/activity-tasks/poll", _poll_activity),
+    ("POST", "/api/worker/activity-tasks/" + _TASK + "/complete", _act("complete")),
+    ("POST", "/api/worker/activity-tasks/" + _TASK + "/fail", _act("fail")),
+    ("POST", "/api/worker/activity-tasks/" + _TASK + "/heartbeat", _act("heartbeat")),
+    ("POST", "/api/worker/query-tasks/poll", _poll_query),
+    ("POST", "/api/worker/query-tasks/" + _TASK + "/complete", _query_complete),
+    ("POST", "/api/worker/query-tasks/" + _TASK + "/fail", _query_fail),
+    ("POST", "/api/workflows", _start),
+    ("GET", "/api/workflows", _list),
+    ("GET", _WF, _describe),
+    ("GET", _WF + "/runs", _runs),
+    ("GET", _RUN, _describe_run),
+    ("GET", _RUN + "/history", _history),
+    ("GET", _WF + "/history", _history),
+    ("POST", _WF + "/signal/" + _ID.format("name"), _signal),
+    ("POST", _RUN + "/signal/" + _ID.format("name"), _signal),
+    ("POST", _WF + "/query/" + _ID.format("name"), _query),
+    ("POST", _RUN + "/query/" + _ID.format("name"), _query),
+    ("POST", _WF + "/update/" + _ID.format("name"), _update),
+    ("POST", _WF + "/message-streams/" + _ID.format("stream") + "/messages", _stream_append),
+    ("POST", _RUN + "/update/" + _ID.format("name"), _update),
+    ("POST", _WF + "/cancel", _cancel(False)),
+    ("POST", _RUN + "/cancel", _cancel(False)),
+    ("POST", _WF + "/terminate", _cancel(True)),
+    ("POST", _RUN + "/terminate", _cancel(True)),
+    ("POST", "/api/activities", _start_activity),
+    ("GET", "/api/activities", _list_activities),
+    ("GET", "/api/activities/" + _ID.format("activity_id"), _describe_activity),
+    ("GET", "/api/workers", _workers),
+    ("GET", "/api/workers/" + _ID.format("worker_id"), _worker),
+    ("DELETE", "/api/workers/" + _ID.format("worker_id"), _deregister_legacy),
+]

@@ -1,0 +1,128 @@
+"""SQLite persistence: one connection guarded by the engine lock, rows kept as JSON documents.
+
+Each table keeps a handful of indexed columns (what the scheduler and pollers select on) plus
+``data``, the whole row as JSON. Writers always store the full document, so reading a row is
+one ``json.loads``. Durability: a file database runs in WAL mode and every engine operation is
+one transaction, so a killed server restarts on a consistent state.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+Row = Dict[str, Any]
+
+# table -> (primary key column, indexed columns copied out of the document)
+TABLES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
+    "runs": ("run_id", ("namespace", "workflow_id", "status", "is_current", "created_order")),
+    "wf_tasks": ("task_id", ("namespace", "task_queue", "run_id", "state", "due_at")),
+    "activities": ("execution_id", ("namespace", "task_queue", "run_id", "state", "due_at", "task_id")),
+    "timers": ("timer_id", ("namespace", "run_id", "state", "fire_at")),
+    "workers": ("key", ("namespace", "worker_id")),
+    "kv": ("key", ("namespace", "kind")),
+}
+
+_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS runs_wf ON runs(namespace, workflow_id, created_order)",
+    "CREATE INDEX IF NOT EXISTS tasks_q ON wf_tasks(namespace, task_queue, state, due_at)",
+    "CREATE INDEX IF NOT EXISTS tasks_due ON wf_tasks(state, due_at)",
+    "CREATE INDEX IF NOT EXISTS acts_q ON activities(namespace, task_queue, state, due_at)",
+    "CREATE INDEX IF NOT EXISTS acts_due ON activities(state, due_at)",
+    "CREATE INDEX IF NOT EXISTS acts_task ON activities(task_id)",
+    "CREATE INDEX IF NOT EXISTS acts_run ON activities(run_id)",
+    "CREATE INDEX IF NOT EXISTS timers_due ON timers(state, fire_at)",
+    "CREATE INDEX IF NOT EXISTS timers_run ON timers(run_id, state)",
+)
+
+
+class Store:
+    """Thin typed wrapper over one sqlite3 connection (callers hold the engine lock)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._depth = 0
+        self._lock = threading.RLock()
+        if path != ":memory:":
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+        for table, (key, columns) in TABLES.items():
+            cols = ", ".join([f"{key} TEXT PRIMARY KEY"] + [f"{c}" for c in columns] + ["data TEXT NOT NULL"])
+            self._conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+            "data TEXT NOT NULL, PRIMARY KEY (run_id, seq))")
+        for statement in _INDEXES:
+            self._conn.execute(statement)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # -- transactions -------------------------------------------------------------------
+    def begin(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                self._conn.execute("BEGIN IMMEDIATE")
+            self._depth += 1
+
+    def end(self, commit: bool) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                self._conn.execute("COMMIT" if commit else "ROLLBACK")
+
+    # -- documents ----------------------------------------------------------------------
+    def put(self, table: str, row: Row) -> None:
+        key, columns = TABLES[table]
+        names = [key, *columns, "data"]
+        values = [row[key], *[row.get(c) for c in columns], json.dumps(row, separators=(",", ":"))]
+        marks = ", ".join("?" for _ in names)
+        self._conn.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(names)}) VALUES ({marks})", values)
+
+    def get(self, table: str, key: str) -> Optional[Row]:
+        pk = TABLES[table][0]
+        cur = self._conn.execute(f"SELECT data FROM {table} WHERE {pk} = ?", (key,))
+        found = cur.fetchone()
+        return None if found is None else dict(json.loads(found[0]))
+
+    def delete(self, table: str, key: str) -> None:
+        pk = TABLES[table][0]
+        self._conn.execute(f"DELETE FROM {table} WHERE {pk} = ?", (key,))
+
+    def select(self, table: str, where: str = "1=1", params: Sequence[Any] = (), *,
+               order: str = "", limit: Optional[int] = None, offset: int = 0) -> List[Row]:
+        sql = f"SELECT data FROM {table} WHERE {where}"
+        if order:
+            sql += f" ORDER BY {order}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
+        return [dict(json.loads(r[0])) for r in self._conn.execute(sql, tuple(params))]
+
+    def count(self, table: str, where: str = "1=1", params: Sequence[Any] = ()) -> int:
+        cur = self._conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}", tuple(params))
+        return int(cur.fetchone()[0])
+
+    # -- history ------------------------------------------------------------------------
+    def event_count(self, run_id: str) -> int:
+        cur = self._conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?", (run_id,))
+        return int(cur.fetchone()[0])
+
+    def add_event(self, run_id: str, seq: int, event: Row) -> None:
+        self._conn.execute("INSERT INTO events (run_id, seq, data) VALUES (?, ?, ?)",
+                           (run_id, seq, json.dumps(event, separators=(",", ":"))))
+
+    def events(self, run_id: str, offset: int = 0, limit: Optional[int] = None) -> List[Row]:
+        sql = "SELECT data FROM events WHERE run_id = ? ORDER BY seq"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
+        elif offset:
+            sql += f" LIMIT -1 OFFSET {int(offset)}"
+        return [dict(json.loads(r[0])) for r in self._conn.execute(sql, (run_id,))]
+
+    def iter_all(self, table: str) -> Iterator[Row]:
+        for r in self._conn.execute(f"SELECT data FROM {table}"):
+            yield dict(json.loads(r[0]))

@@ -1,0 +1,220 @@
+"""Workflow tasks: leases, long-poll claims, completion, failure, history paging, recovery.
+
+A task belongs to one run and keeps its ``task_id`` for its whole life; every re-lease after a
+failure, lease expiry or worker deregistration bumps ``attempt``, which fences stale reports
+(``task_not_leased`` while it waits, ``workflow_task_attempt_mismatch`` once re-leased).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from . import commands
+from .engine import Engine
+from .store import Row
+from .util import TERMINAL_STATUSES, ApiError, iso, now, page_token, parse_page_token
+
+WAITING_TYPE = "WorkflowTaskWaitingForHistory"
+_WAITING_MESSAGE = "workflow task waiting for scheduled history"
+
+
+def claim(engine: Engine, namespace: str, queue: str, worker_id: str, page_size: int) -> Optional[Dict[str, Any]]:
+    while True:
+        found = engine.store.select("wf_tasks", "namespace = ? AND task_queue = ? AND state = 'ready'",
+                                    (namespace, queue), order="due_at", limit=1)
+        if not found:
+            return None
+        task = found[0]
+        run = engine.get_run(task["run_id"])
+        if run is not None and run["status"] not in TERMINAL_STATUSES:
+            break
+        task["state"] = "cancelled"
+        task["due_at"] = None
+        engine.store.put("wf_tasks", task)
+    ts = now()
+    task.update({"state": "leased", "lease_owner": worker_id,
+                 "lease_expires_at": ts + engine.config.workflow_task_lease_seconds,
+                 "due_at": ts + engine.config.workflow_task_lease_seconds, "page_size": page_size,
+                 "signals_to_apply": list(run.get("unapplied_signals") or []),
+                 "workflow_update_id": None})
+    pending_updates = run.get("pending_updates") or []
+    if pending_updates:
+        # an accepted update is applied by a dedicated task; signals wait for the next one
+        task["workflow_update_id"] = pending_updates[0]["update_id"]
+        task["signals_to_apply"] = []
+    engine.store.put("wf_tasks", task)
+    run["dirty"] = False
+    if run["status"] in ("pending", "waiting"):
+        run["status"] = "running"
+    engine.save_run(run)
+    return render(engine, task, run)
+
+
+def render(engine: Engine, task: Row, run: Row) -> Dict[str, Any]:
+    page_size = int(task.get("page_size") or 500)
+    events = engine.history(run["run_id"], 0, page_size + 1)
+    more = len(events) > page_size
+    return {
+        "task_id": task["task_id"], "task_kind": "workflow", "workflow_task_attempt": task["attempt"],
+        "workflow_id": run["workflow_id"], "run_id": run["run_id"], "workflow_type": run["workflow_type"],
+        "payload_codec": "avro", "arguments": run["input"], "history_events": events[:page_size],
+        "next_history_page_token": page_token(page_size) if more else None,
+        "total_history_events": engine.store.event_count(run["run_id"]),
+        "lease_owner": task["lease_owner"], "task_queue": task["task_queue"], "namespace": task["namespace"],
+        "lease_expires_at": iso(task["lease_expires_at"]), "cancel_requested": False,
+        **({"workflow_update_id": task["workflow_update_id"]} if task.get("workflow_update_id") else {}),
+    }
+
+
+def _leased(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> Row:
+    task = engine.store.get("wf_tasks", task_id)
+    if task is None or task["namespace"] != namespace:
+        raise ApiError(404, "task_not_found", f"workflow task {task_id} was not found", task_id=task_id)
+    if task["state"] == "cancelled":
+        run = engine.get_run(task["run_id"]) or {}
+        raise ApiError(409, "run_closed", f"the run of workflow task {task_id} is closed", task_id=task_id,
+                       can_continue=False, cancel_requested=True, run_closed_reason=run.get("closed_reason"),
+                       run_closed_at=iso(run.get("closed_at")),
+                       stop_reason=f"run_{run.get('status')}" if run.get("status") else None)
+    if task["state"] != "leased":
+        raise ApiError(409, "task_not_leased", f"workflow task {task_id} is not leased", task_id=task_id)
+    attempt = body.get("workflow_task_attempt", 1)
+    if attempt != task["attempt"]:
+        raise ApiError(409, "workflow_task_attempt_mismatch",
+                       f"workflow task {task_id} is at attempt {task['attempt']}, not {attempt}",
+                       task_id=task_id, workflow_task_attempt=task["attempt"])
+    if body.get("lease_owner") != task["lease_owner"]:
+        raise ApiError(409, "lease_owner_mismatch", f"workflow task {task_id} is leased to another worker",
+                       task_id=task_id)
+    return task
+
+
+def _receipt(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any], op: str) -> Optional[Dict[str, Any]]:
+    stored = engine.store.get("kv", f"{namespace}\0wft\0{task_id}:{body.get('workflow_task_attempt', 1)}")
+    if stored is None:
+        return None
+    if stored["operation"] != op:
+        return None  # closed the other way: the lease checks refuse it with the precise reason
+    return dict(stored["receipt"])
+
+
+def _store(engine: Engine, namespace: str, task: Row, op: str, receipt: Dict[str, Any]) -> None:
+    engine.store.put("kv", {"key": f"{namespace}\0wft\0{task['task_id']}:{task['attempt']}", "namespace": namespace,
+                            "kind": "wft", "operation": op, "receipt": receipt})
+
+
+def _finish(engine: Engine, task: Row, run: Row) -> None:
+    """The lease ended without a retry: free the run and honour the dirty flag."""
+    task["state"] = "done"
+    task["due_at"] = None
+    engine.store.put("wf_tasks", task)
+    if run.get("task_id") == task["task_id"]:
+        run["task_id"] = None
+        if run["status"] not in TERMINAL_STATUSES:
+            if run.get("dirty"):
+                run["dirty"] = False
+                engine.wake(run)
+            elif run["status"] == "running":
+                run["status"] = "waiting"
+    engine.save_run(run)
+
+
+def complete(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
+    stored = _receipt(engine, namespace, task_id, body, "complete")
+    if stored is not None:
+        return stored
+    task = _leased(engine, namespace, task_id, body)
+    cmds = commands.validate(body.get("commands"))
+    run = engine.get_run(task["run_id"])
+    assert run is not None
+    commands.apply(engine, run, task, cmds, body)
+    _finish(engine, task, run)
+    receipt = {"task_id": task_id, "workflow_task_attempt": task["attempt"], "outcome": "completed",
+               "run_status": run["status"], "run_id": run["run_id"]}
+    _store(engine, namespace, task, "complete", receipt)
+    return receipt
+
+
+def fail(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
+    stored = _receipt(engine, namespace, task_id, body, "fail")
+    if stored is not None:
+        return stored
+    task = _leased(engine, namespace, task_id, body)
+    raw_failure = body.get("failure")
+    failure: Dict[str, Any] = raw_failure if isinstance(raw_failure, dict) else {}
+    run = engine.get_run(task["run_id"])
+    assert run is not None
+    kind = failure.get("type")
+    message = str(failure.get("message") or "")
+    receipt: Dict[str, Any] = {"task_id": task_id, "workflow_task_attempt": task["attempt"]}
+    if kind == WAITING_TYPE or message.lower().startswith(_WAITING_MESSAGE):
+        _store(engine, namespace, task, "fail", {**receipt, "outcome": "released"})
+        _finish(engine, task, run)
+        return {**receipt, "outcome": "released", "run_status": run["status"]}
+    _store(engine, namespace, task, "fail", {**receipt, "outcome": "failed"})
+    retry_later(engine, task, run, failure)
+    return {**receipt, "outcome": "failed", "run_status": run["status"], "next_attempt": task["attempt"]}
+
+
+def retry_later(engine: Engine, task: Row, run: Row, failure: Dict[str, Any]) -> None:
+    """Re-queue a failed task as the next attempt after a backoff (slow for non-determinism)."""
+    attempt = int(task["attempt"])
+    if failure.get("type") == "NonDeterministicReplayError":
+        delay = min(10.0 * attempt, 60.0)
+    else:
+        delay = min(0.1 * (2 ** (attempt - 1)), 5.0)
+    task.update({"state": "delayed", "attempt": attempt + 1, "lease_owner": None, "lease_expires_at": None,
+                 "due_at": now() + delay})
+    engine.store.put("wf_tasks", task)
+    run["dirty"] = False
+    run["last_task_failure"] = {"message": failure.get("message"), "type": failure.get("type"),
+                                "attempt": attempt, "at": iso(now())}
+    engine.save_run(run)
+
+
+def requeue(engine: Engine, task: Row) -> None:
+    """Lease expired or its worker deregistered: the next claim is a new attempt."""
+    task.update({"state": "ready", "attempt": int(task["attempt"]) + 1, "lease_owner": None,
+                 "lease_expires_at": None, "due_at": now()})
+    engine.store.put("wf_tasks", task)
+    engine.notify(task["namespace"], "workflow", task["task_queue"])
+
+
+def on_due(engine: Engine, task: Row) -> None:
+    if task["state"] == "delayed":
+        task["state"] = "ready"
+        engine.store.put("wf_tasks", task)
+        engine.notify(task["namespace"], "workflow", task["task_queue"])
+    elif task["state"] == "leased":
+        requeue(engine, task)
+
+
+def history_page(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
+    task = _leased(engine, namespace, task_id, body)
+    offset = parse_page_token(body.get("next_history_page_token"))
+    size = int(body.get("history_page_size") or task.get("page_size") or 500)
+    size = max(1, min(size, 1000))
+    events = engine.history(task["run_id"], offset, size + 1)
+    more = len(events) > size
+    return {"task_id": task_id, "workflow_task_attempt": task["attempt"], "history_events": events[:size],
+            "next_history_page_token": page_token(offset + size) if more else None,
+            "total_history_events": engine.store.event_count(task["run_id"])}
+
+
+def heartbeat(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
+    task = _leased(engine, namespace, task_id, body)
+    ts = now()
+    task["lease_expires_at"] = ts + engine.config.workflow_task_lease_seconds
+    task["due_at"] = task["lease_expires_at"]
+    engine.store.put("wf_tasks", task)
+    return {"task_id": task_id, "lease_owner": task["lease_owner"], "workflow_task_attempt": task["attempt"],
+            "renewed": True, "lease_expires_at": iso(task["lease_expires_at"])}
+
+
+def rendered_for_poll(engine: Engine, task_id: str, attempt: int) -> Optional[Dict[str, Any]]:
+    """The task a repeated ``poll_request_id`` already leased, if that lease is still live."""
+    task = engine.store.get("wf_tasks", task_id)
+    if task is None or task["state"] != "leased" or task["attempt"] != attempt:
+        return None
+    run = engine.get_run(task["run_id"])
+    return None if run is None else render(engine, task, run)

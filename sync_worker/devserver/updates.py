@@ -1,0 +1,120 @@
+"""Workflow updates: accept (``UpdateAccepted``), run on a worker via an update workflow task,
+record the outcome (``UpdateApplied`` + ``UpdateCompleted``), optionally wait for it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Dict, Optional, Tuple
+
+from .engine import Engine
+from .payload_checks import check_payload
+from .store import Row
+from .util import TERMINAL_STATUSES, ApiError, new_id
+
+_WAIT_FOR = ("accepted", "completed")
+
+
+def _outcome_key(namespace: str, update_id: str) -> str:
+    return f"{namespace}\0update\0{update_id}"
+
+
+def submit(engine: Engine, namespace: str, workflow_id: str, run_id: Optional[str], name: str,
+           body: Dict[str, Any]) -> Tuple[int, Dict[str, Any]]:
+    wait_for = body.get("wait_for") or "accepted"
+    if wait_for not in _WAIT_FOR:
+        raise ApiError(422, "validation_failed", f"wait_for must be one of {list(_WAIT_FOR)}",
+                       errors={"wait_for": ["invalid"]}, validation_errors={"wait_for": ["invalid"]})
+    raw_timeout = body.get("wait_timeout_seconds")
+    wait_timeout = float(raw_timeout) if isinstance(raw_timeout, (int, float)) and not isinstance(raw_timeout, bool) \
+        else 30.0
+    arguments = body.get("input", body.get("arguments"))
+    check_payload(arguments, "input", codec=body.get("payload_codec"))
+    request_id = body.get("request_id")
+    with engine.tx():
+        run = engine.require_run(namespace, workflow_id, run_id)
+        dedupe = f"{namespace}\0update_request\0{workflow_id}\0{request_id}" if isinstance(request_id, str) else None
+        stored = engine.store.get("kv", dedupe) if dedupe else None
+        if stored is not None:
+            if stored["intent"] != {"name": name, "arguments": arguments}:
+                raise ApiError(409, "request_id_conflict", f"request_id {request_id} was used for another update",
+                               request_id=request_id, retained_command_type="update", conflict="intent_mismatch")
+            update_id = str(stored["update_id"])
+            run = engine.get_run(stored["run_id"]) or run
+        else:
+            if run["status"] in TERMINAL_STATUSES:
+                raise ApiError(409, "run_not_active", f"workflow {workflow_id} is not active",
+                               workflow_id=workflow_id, run_id=run["run_id"], control_plane={"operation": "update"})
+            update_id = new_id("upd")
+            payload = {"update_id": update_id, "update_name": name, "payload_codec": "avro",
+                       "request_id": request_id, "workflow_instance_id": workflow_id, "workflow_run_id": run["run_id"]}
+            if arguments is not None:
+                payload["arguments"] = arguments
+            engine.append(run, "UpdateAccepted", payload)
+            run.setdefault("pending_updates", []).append({"update_id": update_id, "update_name": name,
+                                                          "arguments": arguments})
+            engine.wake(run)
+            engine.save_run(run)
+            if dedupe:
+                engine.store.put("kv", {"key": dedupe, "namespace": namespace, "kind": "update_request",
+                                        "intent": {"name": name, "arguments": arguments}, "update_id": update_id,
+                                        "run_id": run["run_id"]})
+    base = {"update_id": update_id, "update_name": name, "workflow_id": workflow_id, "run_id": run["run_id"],
+            "wait_for": wait_for, "wait_timeout_seconds": wait_timeout, "request_id": request_id}
+    outcome = _wait(engine, namespace, update_id, wait_timeout if wait_for == "completed" else 0.0)
+    if outcome is None:
+        return 200, {**base, "outcome": "accepted", "update_status": "accepted", "command_status": "accepted",
+                     "wait_timed_out": wait_for == "completed", "result": None}
+    if outcome["status"] == "failed":
+        raise ApiError(422, "update_failed", outcome.get("message") or "update failed", **base,
+                       update_status="failed", outcome="failed", failure_message=outcome.get("message"),
+                       exception_type=outcome.get("exception_type"), wait_timed_out=False)
+    return 200, {**base, "outcome": "completed", "update_status": "completed", "command_status": "completed",
+                 "wait_timed_out": False, "result": None, "result_envelope": outcome.get("result")}
+
+
+_changed = threading.Condition()
+
+
+def _wait(engine: Engine, namespace: str, update_id: str, timeout: float) -> Optional[Dict[str, Any]]:
+    deadline = time.monotonic() + max(0.0, timeout)
+    while True:
+        with engine.lock:
+            stored = engine.store.get("kv", _outcome_key(namespace, update_id))
+        if stored is not None:
+            return dict(stored["outcome"])
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or engine.stopping:
+            return None
+        with _changed:
+            _changed.wait(min(remaining, 0.25))
+
+
+def record_outcome(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
+    """Apply a ``complete_update`` / ``fail_update`` command."""
+    update_id = cmd["update_id"]
+    pending = run.get("pending_updates") or []
+    found = next((u for u in pending if u["update_id"] == update_id), None)
+    if found is None:
+        return  # unknown or already recorded: a replayed completion changes nothing
+    run["pending_updates"] = [u for u in pending if u["update_id"] != update_id]
+    applied: Dict[str, Any] = {"update_id": update_id, "update_name": found["update_name"], "payload_codec": "avro",
+                               "workflow_instance_id": run["workflow_id"], "workflow_run_id": run["run_id"]}
+    if found.get("arguments") is not None:
+        applied["arguments"] = found["arguments"]
+    if cmd["type"] == "complete_update":
+        engine.append(run, "UpdateApplied", applied)
+        engine.append(run, "UpdateCompleted", {"update_id": update_id, "update_name": found["update_name"],
+                                               "result": cmd.get("result"), "payload_codec": "avro"})
+        outcome = {"status": "completed", "result": cmd.get("result")}
+    else:
+        engine.append(run, "UpdateCompleted", {"update_id": update_id, "update_name": found["update_name"],
+                                               "message": cmd.get("message"), "failed": True,
+                                               "exception_type": cmd.get("exception_type")})
+        outcome = {"status": "failed", "message": cmd.get("message"), "exception_type": cmd.get("exception_type")}
+    engine.store.put("kv", {"key": _outcome_key(run["namespace"], update_id), "namespace": run["namespace"],
+                            "kind": "update", "outcome": outcome})
+    # the handler may have changed state a wait depends on: replay the run again afterwards
+    run["dirty"] = True
+    with _changed:
+        _changed.notify_all()

@@ -1,0 +1,176 @@
+"""Worker registrations: register, heartbeat, fenced and legacy deregistration, operator views."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any, Dict, List, Optional
+
+from . import tasks
+from .engine import Engine
+from .store import Row
+from .util import ApiError, iso, now, require_str
+
+_TOKEN = re.compile(r"^[0-9a-f]{32}$")
+
+
+def _key(namespace: str, worker_id: str) -> str:
+    return f"{namespace}\0{worker_id}"
+
+
+def _status(engine: Engine, worker: Row) -> str:
+    if worker["status"] != "active":
+        return str(worker["status"])
+    if now() - worker["last_seen_at"] > engine.config.stale_after_seconds:
+        return "stale"
+    return "active"
+
+
+def view(engine: Engine, worker: Row) -> Dict[str, Any]:
+    fields = ("worker_id", "namespace", "task_queue", "runtime", "sdk_version", "build_id",
+              "supported_workflow_types", "supported_activity_types", "capabilities", "task_slots",
+              "process_metrics", "max_concurrent_workflow_tasks", "max_concurrent_activity_tasks")
+    out = {k: worker.get(k) for k in fields}
+    out.update({"status": _status(engine, worker), "registered_at": iso(worker["registered_at"]),
+                "last_heartbeat_at": iso(worker.get("last_heartbeat_at")),
+                "heartbeat_interval_seconds": engine.config.heartbeat_interval_seconds,
+                "stale_after_seconds": engine.config.stale_after_seconds})
+    return out
+
+
+def register(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict[str, Any]:
+    worker_id = require_str(body, "worker_id")
+    task_queue = require_str(body, "task_queue")
+    assert worker_id is not None and task_queue is not None
+    fingerprints = body.get("workflow_definition_fingerprints") or {}
+    if not isinstance(fingerprints, dict):
+        raise ApiError(422, "validation_failed", "workflow_definition_fingerprints must be an object",
+                       errors={"workflow_definition_fingerprints": ["must be an object"]},
+                       validation_errors={"workflow_definition_fingerprints": ["must be an object"]})
+    existing = engine.store.get("workers", _key(namespace, worker_id))
+    if existing is not None and _status(engine, existing) == "active":
+        for wf_type, fingerprint in fingerprints.items():
+            old = (existing.get("fingerprints") or {}).get(wf_type)
+            if old is not None and old != fingerprint:
+                raise ApiError(409, "workflow_definition_changed",
+                               f"worker {worker_id} is active with a different definition of {wf_type!r}",
+                               worker_id=worker_id, workflow_type=wf_type)
+    ts = now()
+    worker: Row = {
+        "key": _key(namespace, worker_id), "namespace": namespace, "worker_id": worker_id, "task_queue": task_queue,
+        "runtime": body.get("runtime"), "sdk_version": body.get("sdk_version"), "build_id": body.get("build_id"),
+        "supported_workflow_types": body.get("supported_workflow_types") or [],
+        "supported_activity_types": body.get("supported_activity_types") or [],
+        "capabilities": body.get("capabilities") or [], "fingerprints": fingerprints,
+        "task_slots": body.get("task_slots"), "process_metrics": body.get("process_metrics"),
+        "max_concurrent_workflow_tasks": body.get("max_concurrent_workflow_tasks"),
+        "max_concurrent_activity_tasks": body.get("max_concurrent_activity_tasks"),
+        "registration_token": secrets.token_hex(16), "status": "active", "registered_at": ts,
+        "last_heartbeat_at": None, "last_seen_at": ts,
+    }
+    engine.store.put("workers", worker)
+    return {"worker_id": worker_id, "registered": True, "registration_token": worker["registration_token"],
+            "namespace": namespace, "task_queue": task_queue,
+            "heartbeat_interval_seconds": engine.config.heartbeat_interval_seconds,
+            "stale_after_seconds": engine.config.stale_after_seconds}
+
+
+def heartbeat(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict[str, Any]:
+    worker_id = require_str(body, "worker_id")
+    assert worker_id is not None
+    worker = engine.store.get("workers", _key(namespace, worker_id))
+    if worker is None or worker["status"] != "active":
+        raise ApiError(404, "worker_not_registered", f"worker {worker_id} is not registered", worker_id=worker_id)
+    ts = now()
+    worker["last_heartbeat_at"] = ts
+    worker["last_seen_at"] = ts
+    for key in ("task_slots", "process_metrics"):
+        if body.get(key) is not None:
+            worker[key] = body[key]
+    engine.store.put("workers", worker)
+    return {"worker_id": worker_id, "acknowledged": True,
+            "heartbeat_interval_seconds": engine.config.heartbeat_interval_seconds,
+            "stale_after_seconds": engine.config.stale_after_seconds}
+
+
+def touch(engine: Engine, namespace: str, worker_id: Any) -> None:
+    """Polls count as liveness for an already registered worker."""
+    if not isinstance(worker_id, str):
+        return
+    worker = engine.store.get("workers", _key(namespace, worker_id))
+    if worker is not None and worker["status"] == "active":
+        worker["last_seen_at"] = now()
+        engine.store.put("workers", worker)
+
+
+def may_lease(engine: Engine, namespace: str, worker_id: str) -> bool:
+    """A worker that deregistered gets no new leases (its recovered tasks must go elsewhere)."""
+    worker = engine.store.get("workers", _key(namespace, worker_id))
+    return worker is None or worker["status"] == "active"
+
+
+def _recover(engine: Engine, namespace: str, worker_id: str) -> int:
+    leased = engine.store.select("wf_tasks", "namespace = ? AND state = 'leased'", (namespace,))
+    count = 0
+    for task in leased:
+        if task.get("lease_owner") == worker_id:
+            tasks.requeue(engine, task)
+            count += 1
+    return count
+
+
+def deregister_fenced(engine: Engine, namespace: str, worker_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
+    token = body.get("registration_token")
+    if not isinstance(token, str) or not _TOKEN.match(token):
+        raise ApiError(422, "validation_failed", "registration_token must be 32 lowercase hex characters",
+                       errors={"registration_token": ["must be 32 lowercase hex characters"]},
+                       validation_errors={"registration_token": ["must be 32 lowercase hex characters"]})
+    receipt_key = f"{namespace}\0dereg\0{worker_id}\0{token}"
+    stored = engine.store.get("kv", receipt_key)
+    if stored is not None:
+        return dict(stored["receipt"])
+    worker = engine.store.get("workers", _key(namespace, worker_id))
+    if worker is None:
+        raise ApiError(404, "worker_not_found", f"worker {worker_id} is not registered", worker_id=worker_id)
+    if worker["registration_token"] != token or worker["status"] != "active":
+        raise ApiError(409, "registration_token_mismatch",
+                       f"registration token does not match the live registration of {worker_id}",
+                       worker_id=worker_id)
+    receipt = {"worker_id": worker_id, "outcome": "deregistered",
+               "recovered_workflow_task_count": _recover(engine, namespace, worker_id),
+               "registration_token": token}
+    worker["status"] = "deregistered"
+    worker["deregistered_at"] = now()
+    engine.store.put("workers", worker)
+    engine.store.put("kv", {"key": receipt_key, "namespace": namespace, "kind": "dereg", "receipt": receipt})
+    return receipt
+
+
+def deregister_legacy(engine: Engine, namespace: str, worker_id: str) -> Dict[str, Any]:
+    worker = engine.store.get("workers", _key(namespace, worker_id))
+    if worker is None or worker["status"] != "active":
+        raise ApiError(404, "worker_not_found", f"worker {worker_id} is not registered", worker_id=worker_id)
+    count = _recover(engine, namespace, worker_id)
+    worker["status"] = "deregistered"
+    worker["deregistered_at"] = now()
+    engine.store.put("workers", worker)
+    return {"worker_id": worker_id, "outcome": "deregistered", "recovered_workflow_task_count": count}
+
+
+def list_workers(engine: Engine, namespace: str, task_queue: Optional[str], status: Optional[str]) -> Dict[str, Any]:
+    rows: List[Dict[str, Any]] = []
+    for worker in engine.store.select("workers", "namespace = ?", (namespace,), order="worker_id"):
+        item = view(engine, worker)
+        if task_queue and item["task_queue"] != task_queue:
+            continue
+        if status and item["status"] != status:
+            continue
+        rows.append(item)
+    return {"workers": rows, "namespace": namespace, "stale_after_seconds": engine.config.stale_after_seconds}
+
+
+def get_worker(engine: Engine, namespace: str, worker_id: str) -> Dict[str, Any]:
+    worker = engine.store.get("workers", _key(namespace, worker_id))
+    if worker is None:
+        raise ApiError(404, "worker_not_found", f"worker {worker_id} was not found", worker_id=worker_id)
+    return view(engine, worker)

@@ -1,0 +1,113 @@
+"""Long polls really block, wake as soon as work is ready, and 200 of them held at once do not
+delay other requests."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from typing import Any, List
+
+from sync_worker.devserver import DevServer
+from tests.unit.devserver._raw import WORKER, Raw
+
+
+def _poll(server: DevServer, queue: str, timeout: int, results: List[Any], started: threading.Barrier) -> None:
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+    try:
+        body = json.dumps({"worker_id": f"w-{threading.get_ident()}", "task_queue": queue,
+                           "timeout_seconds": timeout})
+        started.wait()
+        t0 = time.monotonic()
+        conn.request("POST", "/api/worker/workflow-tasks/poll", body=body,
+                     headers={"Content-Type": "application/json", **WORKER})
+        resp = conn.getresponse()
+        results.append((resp.status, json.loads(resp.read())["task"], time.monotonic() - t0))
+    finally:
+        conn.close()
+
+
+def test_200_concurrent_long_polls_do_not_delay_other_requests(dev_server: DevServer) -> None:
+    count = 200
+    results: List[Any] = []
+    barrier = threading.Barrier(count + 1)
+    threads = [threading.Thread(target=_poll, args=(dev_server, "idle-queue", 2, results, barrier))
+               for _ in range(count)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    time.sleep(0.5)  # let every poll reach the server and block
+    raw = Raw(dev_server.url)
+    t0 = time.monotonic()
+    assert raw.ok("GET", "/health")["status"] == "serving"
+    raw.start("wf-busy")
+    assert raw.ok("GET", "/workflows/wf-busy")["status"] == "pending"
+    control_elapsed = time.monotonic() - t0
+    for t in threads:
+        t.join(30)
+    assert control_elapsed < 1.0, control_elapsed
+    assert len(results) == count
+    assert all(status == 200 and task is None for status, task, _ in results)
+    # they were real long polls: each one waited out (most of) its timeout
+    assert min(elapsed for _, _, elapsed in results) > 1.0
+
+
+def test_poll_returns_as_soon_as_a_task_is_ready(dev_server: DevServer) -> None:
+    results: List[Any] = []
+    barrier = threading.Barrier(2)
+    poller = threading.Thread(target=_poll, args=(dev_server, "q", 20, results, barrier))
+    poller.start()
+    barrier.wait()
+    time.sleep(0.3)
+    Raw(dev_server.url).start("wf-wake")
+    poller.join(10)
+    assert results, "the poll did not return"
+    status, task, elapsed = results[0]
+    assert status == 200 and task["workflow_id"] == "wf-wake"
+    assert elapsed < 2.0
+
+
+def test_stop_releases_held_polls_quickly() -> None:
+    server = DevServer().start()
+    results: List[Any] = []
+    barrier = threading.Barrier(6)
+    threads = [threading.Thread(target=_poll, args=(server, "q", 30, results, barrier)) for _ in range(5)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    server.stop()
+    server.stop()  # idempotent
+    for t in threads:
+        t.join(10)
+    assert time.monotonic() - t0 < 5.0
+    assert not any(t.is_alive() for t in threads)
+
+
+def test_abandoned_poll_never_takes_a_lease(dev_server: DevServer) -> None:
+    import socket
+
+    body = json.dumps({"worker_id": "gone", "task_queue": "q", "timeout_seconds": 20}).encode()
+    request = (b"POST /api/worker/workflow-tasks/poll HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               b"X-Durable-Workflow-Protocol-Version: 1.20\r\nContent-Length: " + str(len(body)).encode()
+               + b"\r\n\r\n" + body)
+    with socket.create_connection((dev_server.host, dev_server.port)) as sock:
+        sock.sendall(request)
+        time.sleep(0.3)  # the poll is parked server-side; now the caller hangs up
+    time.sleep(0.1)
+    raw = Raw(dev_server.url)
+    raw.start("wf-after-hangup")
+    task = raw.poll(worker_id="alive", timeout=5)
+    assert task is not None and task["lease_owner"] == "alive"
+
+
+def test_deregistered_worker_is_never_leased_a_task(dev_server: DevServer) -> None:
+    raw = Raw(dev_server.url)
+    token = raw.ok("POST", "/worker/register", {"worker_id": "w-old", "task_queue": "q"},
+                   plane="worker")["registration_token"]
+    raw.ok("POST", "/worker/registrations/w-old/deregister", {"registration_token": token}, plane="worker")
+    raw.start("wf-1")
+    assert raw.poll(worker_id="w-old", timeout=1) is None
+    assert raw.poll(worker_id="w-new", timeout=1)["workflow_id"] == "wf-1"
