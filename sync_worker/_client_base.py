@@ -99,6 +99,15 @@ class ClientBase:
         twin._cluster_info = self._cluster_info
         return twin
 
+    def ensure_pool_capacity(self, connections: int) -> None:
+        """Grow the connection pool to at least ``connections`` concurrent requests.
+
+        A worker calls this with pollers + slots + heartbeats, so a busy process never
+        discards connections ("connection pool is full"). Never shrinks the pool.
+        """
+        self._transport.ensure_capacity(int(connections))
+        self.max_connections = self._transport.max_connections
+
     def close(self) -> None:
         """Close pooled connections. The client stays usable (it reconnects on demand)."""
         self._transport.close()

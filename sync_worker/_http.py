@@ -273,10 +273,21 @@ class Transport:
         self.verify = verify
         self.max_body_bytes = max_body_bytes
         self._session = requests.Session()
-        adapter = _Adapter(pool_connections=4, pool_maxsize=self.max_connections, max_retries=0)
+        self._session.trust_env = False
+        self._capacity_lock = threading.Lock()
+        self._mount(self.max_connections)
+
+    def _mount(self, size: int) -> None:
+        adapter = _Adapter(pool_connections=4, pool_maxsize=size, max_retries=0)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
-        self._session.trust_env = False
+
+    def ensure_capacity(self, connections: int) -> None:
+        """Grow the pool to at least ``connections`` (requests in flight finish on the old one)."""
+        with self._capacity_lock:
+            if connections > self.max_connections:
+                self.max_connections = connections
+                self._mount(connections)
 
     def close(self) -> None:
         self._session.close()

@@ -232,3 +232,28 @@ def test_pool_serves_concurrency_without_discarding(
     before = len(server.bodies)
     _poll(client)
     assert len(server.bodies) == before + 1
+
+
+def test_pool_grows_on_demand_for_a_bigger_worker(
+    serve: Callable[[Handler], _Server], caplog: pytest.LogCaptureFixture
+) -> None:
+    gate = threading.Barrier(30, timeout=10)
+
+    def handler(h: BaseHTTPRequestHandler, body: Dict[str, Any]) -> None:
+        if len(server.bodies) <= 30:
+            gate.wait()
+        _reply(h, 200, {"task": None})
+
+    server = serve(handler)
+    client = Client(server.url, max_connections=4)
+    client.ensure_pool_capacity(30)
+    client.ensure_pool_capacity(10)  # never shrinks
+    assert client.max_connections == 30
+    caplog.set_level(logging.WARNING, logger="urllib3")
+    threads = [threading.Thread(target=_poll, args=(client,)) for _ in range(30)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(15)
+    assert len(server.bodies) == 30
+    assert not [r for r in caplog.records if "pool is full" in r.getMessage()]
