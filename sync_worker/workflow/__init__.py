@@ -20,6 +20,7 @@ Interface for the worker runtime (a fresh workflow instance per replay)::
     outcome.failure    # dict {"message", "type"?, "stack_trace"?, "reason"?}: fail the task with it
     # commands == [] and failure is None -> "waiting for history"
     #   (send the WorkflowTaskWaitingForHistory fail, protocol §4.5)
+    outcome.message_stream_cursors, outcome.message_stream_waits   # lists; send with the commands
 
     answer = execute_query_task(registry, query_task)  # QueryTaskOutcome(value, failure, result_envelope)
     # failure = {"message", "reason", "type"?, "stack_trace"?}; reason is one of
@@ -71,6 +72,7 @@ from .history import UnsupportedReplayHistory
 from .policies import ActivityRetryPolicy, CancellationPolicy, ChildWorkflowRetryPolicy, ParentClosePolicy
 from .registry import WorkflowRegistry
 from .replayer import ReplayResult, replay
+from .streams import MessageStream, MessageStreamMessage
 from .task import QueryTaskOutcome, WorkflowTaskOutcome, apply_update, execute_query_task, execute_workflow_task
 
 __all__ = [
@@ -87,6 +89,8 @@ __all__ = [
     "ContinueAsNew",
     "FailUpdate",
     "FailWorkflow",
+    "MessageStream",
+    "MessageStreamMessage",
     "NonDeterministicReplayError",
     "ParentClosePolicy",
     "QueryTaskOutcome",

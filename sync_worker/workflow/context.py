@@ -31,6 +31,7 @@ from .commands import (
     WaitCondition,
 )
 from .policies import CancellationPolicy, ParentClosePolicy, RetryPolicyInput
+from .streams import MessageStream, StreamInbox
 
 __all__ = ["Saga", "WorkflowContext", "condition_fingerprint"]
 
@@ -101,6 +102,8 @@ class WorkflowContext:
         self._rng = _random.Random(int(hashlib.sha256(run_id.encode()).hexdigest()[:16], 16))
         self._uuid7_counter = 0
         self.logger = ReplayLogger(_USER_LOGGER)
+        # Message-stream state of this replay; the replayer feeds it from history.
+        self._streams = StreamInbox()
 
     # -- identity and determinism -------------------------------------------------
 
@@ -248,6 +251,13 @@ class WorkflowContext:
 
     def saga(self) -> Saga:
         return Saga(self)
+
+    def message_stream(self, name: str) -> MessageStream:
+        """The run's durable input stream ``name`` (1-128 of ``[A-Za-z0-9._:-]``).
+
+        ``msgs = yield from stream.receive(max_items)`` / ``msg = yield from stream.receive_one()``.
+        """
+        return MessageStream(self._streams, name)
 
 
 class _Compensation:

@@ -10,7 +10,8 @@ generator against the recorded history and returns the commands of this task:
   command (activity, timer, child, condition wait, parallel group) ends the task;
 * a step that is already scheduled but unresolved is not issued again: the task ends
   with what it has, often an empty list ("waiting for history");
-* signals/updates are applied in history order (see ``reader``);
+* signals/updates are applied in history order (see ``reader``); message-stream deliveries
+  (the reserved signal) go to ``ctx``'s stream inbox, cursor checkpoints also up front;
 * when the workflow returns or raises, every recorded step must have been consumed.
 
 A mismatch raises ``NonDeterministicReplayError`` (a workflow-*task* failure); an
@@ -46,11 +47,12 @@ from .commands import (
     WaitCondition,
 )
 from .context import WorkflowContext
-from .definition import validate_entrypoint, workflow_name
+from .definition import MESSAGE_STREAM_SIGNAL, validate_entrypoint, workflow_name
 from .failures import fail_workflow_from_exception
 from .history import HistoryIndex, Receiver, RecordedStep, UnsupportedReplayHistory
 from .matching import annotate_group, check_step, first_failure, group_leaves, reshape
 from .reader import read_history
+from .streams import is_cursor_checkpoint
 
 __all__ = ["ReplayResult", "replay"]
 
@@ -61,6 +63,14 @@ class ReplayResult:
     commands: List[Command]
     instance: Any
     context: WorkflowContext
+
+    @property
+    def message_stream_cursors(self) -> List[Dict[str, Any]]:
+        return self.context._streams.cursor_report()
+
+    @property
+    def message_stream_waits(self) -> List[Dict[str, Any]]:
+        return self.context._streams.wait_report()
 
 
 class _Stop:
@@ -86,6 +96,10 @@ class _Replay:
                                    cancel_requested=cancel_requested)
         self.instance = cls()
         self.receivers: List[Receiver] = list(self.history.receivers)
+        for receiver in self.receivers:
+            # Checkpoints predate this run (continue-as-new): seed them before the first wait.
+            if _is_stream(receiver) and is_cursor_checkpoint(receiver.args):
+                self.ctx._streams.accept(receiver.args)
         self.cursor = 0
         self.wait_cursor = 0
         self.pending: List[Command] = []
@@ -133,6 +147,9 @@ class _Replay:
     # -- receivers ------------------------------------------------------------------
 
     def apply(self, receiver: Receiver) -> None:
+        if _is_stream(receiver):
+            self.ctx._streams.accept(receiver.args)
+            return
         registry = getattr(self.cls, "__workflow_signals__" if receiver.kind == "signal" else "__workflow_updates__",
                            {}) or {}
         method = registry.get(receiver.name)
@@ -457,6 +474,10 @@ class _Replay:
                     receiver.wait_id == wait_id for receiver in self.receivers):
                 return
             self.wait_cursor += 1
+
+
+def _is_stream(receiver: Receiver) -> bool:
+    return receiver.kind == "signal" and receiver.name == MESSAGE_STREAM_SIGNAL
 
 
 def _suffix_minima(steps: List[RecordedStep]) -> List[Optional[RecordedStep]]:

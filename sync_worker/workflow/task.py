@@ -16,7 +16,7 @@ import inspect
 import json
 import logging
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from .. import payloads
@@ -45,10 +45,17 @@ log = logging.getLogger("sync_worker.workflow")
 
 @dataclass
 class WorkflowTaskOutcome:
-    """``commands`` to complete the task with, or ``failure`` (the task-fail body)."""
+    """``commands`` to complete the task with, or ``failure`` (the task-fail body).
+
+    ``message_stream_cursors`` (``[{stream_name, through_position}]``) and
+    ``message_stream_waits`` (``[{stream_name, after_position}]``) go into the completion
+    body next to ``commands`` (protocol §4.5); both are empty unless the run uses streams.
+    """
 
     commands: List[Dict[str, Any]]
     failure: Optional[Dict[str, Any]] = None
+    message_stream_cursors: List[Dict[str, Any]] = field(default_factory=list)
+    message_stream_waits: List[Dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -182,7 +189,8 @@ def execute_workflow_task(
         commands = [command.to_wire(task_queue) for command in result.commands]
     except Exception as error:
         return WorkflowTaskOutcome([], _failure(f"unhandled workflow task execution error: {error}", error))
-    return WorkflowTaskOutcome(commands)
+    return WorkflowTaskOutcome(commands, message_stream_cursors=result.message_stream_cursors,
+                               message_stream_waits=result.message_stream_waits)
 
 
 def _query_history(task: Dict[str, Any]) -> List[Dict[str, Any]]:
