@@ -155,7 +155,11 @@ def run_workflow_task(
             return "abandoned"
         try:
             client.complete_workflow_task(task_id, lease_owner=worker_id, workflow_task_attempt=attempt,
-                                          commands=commands, cancel=cancel)
+                                          commands=commands, cancel=cancel,
+                                          message_stream_cursors=list(getattr(outcome, "message_stream_cursors", None)
+                                                                      or []),
+                                          message_stream_waits=list(getattr(outcome, "message_stream_waits", None)
+                                                                    or []))
             return "completed"
         except WorkerShutdown:
             return "abandoned"
