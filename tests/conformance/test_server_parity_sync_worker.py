@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import pytest
 import requests
 
-from sync_worker import activity, payloads, workflow
+from sync_worker import activity, workflow
 from sync_worker.client import Client
 from sync_worker.devserver import DevServer
 from sync_worker.worker import Worker
@@ -113,7 +113,7 @@ class Queries:
 
 @workflow.defn(name="parity.v1.queries")
 class QueriesBySignal:
-    """``parity.v1.queries`` with the deliveries as plain signals (sync_worker has no message streams):
+    """``parity.v1.queries`` with the deliveries as plain signals instead of a message stream:
     used only by ``test_state_queries_answers_with_signal_delivery``, on its own worker."""
 
     def __init__(self) -> None:
@@ -268,11 +268,7 @@ def _one_signal(h: Harness, server: DevServer) -> None:
 
 
 def _append_message(server: DevServer, workflow_id: str, message_id: str, value: Any) -> None:
-    # our Client has no message-stream route yet; the wire call is the published SDK's
-    resp = requests.post(f"{server.url}/api/workflows/{workflow_id}/message-streams/{STREAM_NAME}/messages",
-                         headers=CONTROL, json={"message_id": message_id, "input": payloads.envelope([value])},
-                         timeout=10)
-    assert resp.status_code < 300, resp.text
+    Client(server.url).append_message_stream(workflow_id, STREAM_NAME, value, message_id=message_id)
 
 
 def _state_queries(h: Harness, server: DevServer, by_signal: bool = False) -> None:
