@@ -18,97 +18,26 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import pytest
 import requests
 
-from sync_worker import activity, workflow
+from sync_worker import workflow
 from sync_worker.client import Client
 from sync_worker.devserver import DevServer
 from sync_worker.worker import Worker
 from tests._fixtures import fixture_paths, fixtures_dir, load_fixture
+from tests._import_swap import load_with_sync_worker_imports
+from tests.conformance import _parity_workflows
 from tests.e2e._worker_support import RunningWorker
 
 PARITY_DIR = "server-index/tests/Fixtures/ServerParity"
-SIGNAL_NAME = "parity-signal"
-STREAM_NAME = "parity-signals"
 CONTROL = {"X-Durable-Workflow-Control-Plane-Version": "2"}
 TERMINAL = ("completed", "failed", "cancelled", "terminated", "timed_out")
 
 
-class RuntimeException(Exception):
-    """Named like the fixture's failure type (the server records the exception's class name)."""
-
-
-# -- activities ----------------------------------------------------------------------------------
-@activity.defn(name="parity.v1.echo_activity")
-def echo_activity(value: Any) -> Any:
-    return value
-
-
-@activity.defn(name="parity.v1.retry_activity")
-def retry_activity(value: Any, message: str) -> Any:
-    attempt = activity.context().info.attempt_number
-    if attempt == 1:
-        raise RuntimeException(message)
-    return {"echo": value, "attempt": attempt}
-
-
-# -- workflows -----------------------------------------------------------------------------------
-@workflow.defn(name="parity.v1.echo")
-class Echo:
-    def run(self, ctx: Any, value: Any) -> Any:
-        return value
-
-
-@workflow.defn(name="parity.v1.one_activity")
-class OneActivity:
-    def run(self, ctx: Any, value: Any) -> Any:
-        result = yield ctx.schedule_activity("parity.v1.echo_activity", [value])
-        return result
-
-
-@workflow.defn(name="parity.v1.one_timer")
-class OneTimer:
-    def run(self, ctx: Any, value: Any) -> Any:
-        for delay in value["delays"]:
-            yield ctx.start_timer(delay)
-        return value
-
-
-@workflow.defn(name="parity.v1.signals")
-class Signals:
-    def __init__(self) -> None:
-        self.received: Any = None
-
-    @workflow.signal(SIGNAL_NAME)
-    def on_signal(self, value: Any) -> None:
-        self.received = value
-
-    def run(self, ctx: Any, value: Any) -> Any:
-        yield ctx.wait_condition(lambda: self.received is not None)
-        return self.received
-
-
-@workflow.defn(name="parity.v1.queries")
-class Queries:
-    """Two deliveries through a durable message stream; the query reads the committed state.
-
-    Written exactly as with the published SDK (``ctx.message_stream(...).receive_one()``): the fixture's
-    inventory has ``MessageCursorAdvanced`` events, which only a message-stream consumer produces.
-    """
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.last: Any = None
-
-    @workflow.query("state")
-    def state(self, *arguments: Any) -> Any:
-        return {"arguments": list(arguments), "count": self.count, "last": self.last}
-
-    def run(self, ctx: Any, value: Any) -> Any:
-        stream = ctx.message_stream(STREAM_NAME)
-        for _ in range(2):
-            message = yield from stream.receive_one()
-            self.count += 1
-            self.last = message.arguments[0]
-        return {"count": self.count, "last": self.last}
+# The parity workflows and activities: the SDK-authored source, with only its import line swapped.
+PARITY = load_with_sync_worker_imports(_parity_workflows)
+SIGNAL_NAME: str = PARITY.SIGNAL_NAME
+STREAM_NAME: str = PARITY.STREAM_NAME
+WORKFLOWS: List[Any] = PARITY.WORKFLOWS
+ACTIVITIES: List[Callable[..., Any]] = PARITY.ACTIVITIES
 
 
 @workflow.defn(name="parity.v1.queries")
@@ -137,41 +66,6 @@ class QueriesBySignal:
             self.last = self.inbox[self.count]
             self.count += 1
         return {"count": self.count, "last": self.last}
-
-
-@workflow.defn(name="parity.v1.activity_retry")
-class ActivityRetry:
-    def run(self, ctx: Any, value: Any, policy: Any, message: str) -> Any:
-        result = yield ctx.schedule_activity("parity.v1.retry_activity", [value, message], retry_policy=policy)
-        return result
-
-
-@workflow.defn(name="parity.v1.child_activity")
-class ChildActivity:
-    def run(self, ctx: Any, value: Any) -> Any:
-        echoed = yield ctx.schedule_activity("parity.v1.echo_activity", [value])
-        return {"echo": echoed, "source": "child-workflow"}
-
-
-@workflow.defn(name="parity.v1.two_children")
-class TwoChildren:
-    def run(self, ctx: Any, value: Any) -> Any:
-        results = []
-        for payload in value["payloads"]:
-            results.append((yield ctx.start_child_workflow("parity.v1.child_activity", [payload])))
-        return {"child_results": results}
-
-
-@workflow.defn(name="parity.v1.cancel_pending_timer")
-class CancelPendingTimer:
-    def run(self, ctx: Any, value: Any) -> Any:
-        yield ctx.start_timer(60)
-        return value
-
-
-WORKFLOWS = [Echo, OneActivity, OneTimer, Signals, Queries, ActivityRetry, ChildActivity, TwoChildren,
-             CancelPendingTimer]
-ACTIVITIES: List[Callable[..., Any]] = [echo_activity, retry_activity]
 
 
 # -- helpers -------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 import types
 import uuid
-from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
@@ -20,29 +19,17 @@ import sync_worker
 from sync_worker.client import Client
 from sync_worker.devserver import DevServer
 from sync_worker.worker import Worker
+from tests._import_swap import load_with_sync_worker_imports
 from tests.e2e._worker_support import RunningWorker, wait_for
 from tests.interop import _sdk_authored_workflows as sdk_module
 from tests.interop._sdk import run, with_worker
 
-SDK_IMPORT = "from durable_workflow import activity, workflow"
-OUR_IMPORT = "from sync_worker import activity, workflow"
-SWAPPED_NAME = "tests.interop._sdk_authored_workflows__sync_worker"
+SWAPPED_NAME = f"{sdk_module.__name__}__sync_worker"
 
 
 def load_swapped_module() -> types.ModuleType:
-    """Exec the SDK-authored source, with only its import line replaced, into a fresh module."""
-    source = Path(sdk_module.__file__ or "").read_text(encoding="utf-8")
-    assert source.count(SDK_IMPORT) == 1, "the shared module must hold exactly one SDK import line"
-    swapped_source = source.replace(SDK_IMPORT, OUR_IMPORT)
-    module = types.ModuleType(SWAPPED_NAME)
-    module.__file__ = sdk_module.__file__
-    sys.modules[SWAPPED_NAME] = module  # annotations and dataclass-like introspection resolve the module by name
-    try:
-        exec(compile(swapped_source, f"{sdk_module.__file__} (import swapped)", "exec"), module.__dict__)
-    except BaseException:
-        sys.modules.pop(SWAPPED_NAME, None)
-        raise
-    return module
+    """The SDK-authored module with only its import line replaced (see ``tests._import_swap``)."""
+    return load_with_sync_worker_imports(sdk_module)
 
 
 @pytest.fixture(scope="module")
