@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import math
-import struct
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
@@ -14,6 +13,7 @@ import pytest
 from sync_worker.errors import PayloadDecodeError, UnsupportedPayloadCodec
 from sync_worker.payloads import FINGERPRINT_HEX, decode, decode_envelope, encode
 from tests._fixtures import FIXTURES_DIR, fixture_paths, fixtures_dir, load_fixture
+from tests._values import strictly_equal
 
 SDK_GOLDEN = "sdk-python/schema/avro-value-v1-golden.json"
 PHP_GOLDEN = "workflow/resources/protocol/avro-value-v1-golden.json"
@@ -38,17 +38,6 @@ def _params(relative: str, key: str, name_key: str = "name") -> List[Any]:
     return [pytest.param(entry, id=f"{Path(relative).parts[0]}:{entry[name_key]}") for entry in _section(relative, key)]
 
 
-def strictly_equal(left: Any, right: Any) -> bool:
-    """Equality that also distinguishes bool/int/float and -0.0/0.0 (bit-exact doubles)."""
-    if type(left) is not type(right):
-        return False
-    if isinstance(left, float):
-        return struct.pack("<d", left) == struct.pack("<d", right)
-    if isinstance(left, list):
-        return len(left) == len(right) and all(strictly_equal(a, b) for a, b in zip(left, right))
-    if isinstance(left, dict):
-        return list(left) == list(right) and all(strictly_equal(left[k], right[k]) for k in left)
-    return bool(left == right)
 
 
 def typed_value(description: Dict[str, Any]) -> Any:

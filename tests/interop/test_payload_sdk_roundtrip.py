@@ -6,7 +6,6 @@ import base64
 import io
 import json
 import math
-import struct
 from typing import Any, Dict, List, Tuple
 
 import fastavro
@@ -17,6 +16,7 @@ from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
 from sync_worker.errors import PayloadDecodeError, PayloadEncodeError
 from sync_worker.payloads import FINGERPRINT_HEX, SCHEMA_JSON, decode, encode
 from tests._fixtures import FIXTURES_DIR, load_fixture
+from tests._values import strictly_equal
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -82,16 +82,6 @@ CORPUS: List[Any] = [
 ]
 
 
-def strictly_equal(left: Any, right: Any) -> bool:
-    if type(left) is not type(right):
-        return False
-    if isinstance(left, float):
-        return struct.pack("<d", left) == struct.pack("<d", right)
-    if isinstance(left, list):
-        return len(left) == len(right) and all(strictly_equal(a, b) for a, b in zip(left, right))
-    if isinstance(left, dict):
-        return list(left) == list(right) and all(strictly_equal(left[k], right[k]) for k in left)
-    return bool(left == right)
 
 
 def sdk_encode(value: Any) -> str:

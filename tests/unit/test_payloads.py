@@ -24,6 +24,7 @@ from sync_worker.payloads import (
     envelope,
     is_envelope,
 )
+from tests._values import strictly_equal
 
 HEADER = b"\xc3\x01" + bytes.fromhex(FINGERPRINT_HEX)
 INT64_MIN = -(2**63)
@@ -40,16 +41,6 @@ def blob_of(datum_bytes: bytes) -> str:
     return base64.b64encode(HEADER + datum_bytes).decode("ascii")
 
 
-def strictly_equal(left: Any, right: Any) -> bool:
-    if type(left) is not type(right):
-        return False
-    if isinstance(left, float):
-        return struct.pack("<d", left) == struct.pack("<d", right)
-    if isinstance(left, list):
-        return len(left) == len(right) and all(strictly_equal(a, b) for a, b in zip(left, right))
-    if isinstance(left, dict):
-        return list(left) == list(right) and all(strictly_equal(left[k], right[k]) for k in left)
-    return bool(left == right)
 
 
 # ---------------------------------------------------------------------------
