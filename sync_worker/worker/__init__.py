@@ -1,7 +1,7 @@
 """The worker runtime: ``Worker``, pollers and back-off, slots, heartbeats, shutdown, status.
 
 Everything concurrent goes through one :class:`~sync_worker.worker.backend.ConcurrencyBackend`
-chosen at start-up (plain threads today).
+chosen at start-up: plain threads, or greenlets with ``pool="gevent"`` (see docs/gevent.md).
 """
 
 from __future__ import annotations

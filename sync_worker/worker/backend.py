@@ -9,22 +9,36 @@ any ``if gevent:`` branches in the runtime.
 
 from __future__ import annotations
 
+import os
 import queue
+import sys
 import threading
 import time
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, Mapping, Optional, Protocol
 
 __all__ = [
     "ConcurrencyBackend",
     "EventLike",
     "LockLike",
+    "POOL_ENV",
+    "POOLS",
     "QueueLike",
+    "SchedulerMonitor",
     "SemaphoreLike",
     "TaskHandle",
     "ThreadBackend",
     "ThreadTaskHandle",
     "backend_for_pool",
+    "check_pool",
+    "default_pool",
+    "normalize_pool",
 ]
+
+#: Environment variable naming the pool (also read by the patch-first launcher).
+POOL_ENV = "SYNC_WORKER_POOL"
+#: The pool names a worker accepts.
+POOLS = ("threads", "gevent")
+_ALIASES = {"threads": "threads", "thread": "threads", "threading": "threads", "gevent": "gevent"}
 
 
 class TaskHandle(Protocol):
@@ -76,6 +90,26 @@ class QueueLike(Protocol):
     def qsize(self) -> int: ...
 
 
+class SchedulerMonitor(Protocol):
+    """Watches a cooperative scheduler (the gevent hub) from outside it."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def tick_age(self) -> float:
+        """Seconds since the scheduler last ran the monitor (readable from any OS thread)."""
+        ...
+
+    def recent_block_seconds(self, within: float) -> Optional[float]:
+        """How long the scheduler was blocked, when that block ended less than ``within`` s ago."""
+        ...
+
+    def describe_stall(self, seconds: float) -> str:
+        """The liveness reason for a scheduler blocked for ``seconds``."""
+        ...
+
+
 class ConcurrencyBackend(Protocol):
     """Everything concurrent the runtime needs, behind one object."""
 
@@ -99,6 +133,22 @@ class ConcurrencyBackend(Protocol):
 
     def local(self) -> Any:
         """A task-local attribute namespace (``threading.local`` or its greenlet twin)."""
+        ...
+
+    def native_lock(self) -> LockLike:
+        """A lock that real OS threads outside the scheduler may take too (``status()`` readers).
+
+        Hold it only briefly and never across a blocking call: under gevent it is the
+        unpatched OS lock, which would block the whole hub if it were contended by a greenlet.
+        """
+        ...
+
+    def kill(self, handle: TaskHandle) -> bool:
+        """Stop ``handle`` at its next cooperative point; False when the backend cannot (threads)."""
+        ...
+
+    def scheduler_monitor(self) -> Optional[SchedulerMonitor]:
+        """A monitor of the backend's scheduler, or None when there is none to watch (threads)."""
         ...
 
 
@@ -155,11 +205,71 @@ class ThreadBackend:
     def local(self) -> threading.local:
         return threading.local()
 
+    def native_lock(self) -> LockLike:
+        return threading.Lock()
+
+    def kill(self, handle: TaskHandle) -> bool:
+        """Threads cannot be killed; abandoned work runs until it returns."""
+        return False
+
+    def scheduler_monitor(self) -> Optional[SchedulerMonitor]:
+        return None
+
+
+def normalize_pool(pool: str) -> str:
+    """The canonical pool name (``"threads"`` or ``"gevent"``); ValueError when unknown."""
+    name = _ALIASES.get(str(pool).strip().lower())
+    if name is None:
+        raise ValueError(f"unknown worker pool {pool!r}; expected one of {', '.join(POOLS)}")
+    return name
+
+
+def _process_patched_for_gevent() -> bool:
+    if "gevent" not in sys.modules:  # nothing can have patched without importing gevent
+        return False
+    from .gevent_backend import fully_patched
+
+    return fully_patched()
+
+
+def default_pool(environ: Optional[Mapping[str, str]] = None) -> str:
+    """The pool of a worker built without one.
+
+    ``SYNC_WORKER_POOL`` when set (the launcher sets it when it patched); otherwise
+    ``"gevent"`` in a process monkey-patched for gevent (where "threads" would be greenlets
+    anyway), else ``"threads"``.
+    """
+    env = os.environ if environ is None else environ
+    named = env.get(POOL_ENV)
+    if named:
+        return normalize_pool(named)
+    return "gevent" if _process_patched_for_gevent() else "threads"
+
+
+def check_pool(pool: str) -> str:
+    """Validate ``pool`` for this process without building anything; returns its canonical name.
+
+    Raises ValueError for an unknown name and
+    :class:`~sync_worker.worker.gevent_backend.GeventNotPatched` (a RuntimeError) when gevent
+    is asked for in a process that was not monkey-patched first.
+    """
+    name = normalize_pool(pool)
+    if name == "gevent":
+        from .gevent_backend import require_patched
+
+        require_patched()
+    return name
+
 
 def backend_for_pool(pool: str) -> ConcurrencyBackend:
-    """The backend for a ``pool`` name ("threads"; "gevent" is not available yet)."""
-    if pool in ("threads", "thread", "threading"):
-        return ThreadBackend()
-    if pool == "gevent":
-        raise ValueError("the gevent pool is not available yet; use pool='threads'")
-    raise ValueError(f"unknown worker pool {pool!r}; expected 'threads'")
+    """The backend for a ``pool`` name: ``"threads"`` or ``"gevent"``.
+
+    ``"gevent"`` refuses an unpatched process (``GeventNotPatched``, saying how to fix it)
+    and logs a warning naming modules that kept unpatched references when it was patched late.
+    """
+    name = normalize_pool(pool)
+    if name == "gevent":
+        from .gevent_backend import GeventBackend
+
+        return GeventBackend()
+    return ThreadBackend()

@@ -7,6 +7,11 @@ Signals only set flags; the main loop acts on them:
 * a second SIGTERM/SIGINT, or SIGQUIT at any time → cold stop: running work is
   abandoned (nothing is reported for it), the registration is kept, the process exits.
 
+``-P gevent`` (or ``SYNC_WORKER_POOL=gevent``) needs a process patched before anything else
+was imported: the ``sync-worker`` console script and ``python -m sync_worker`` do that
+(``sync_worker._launcher``); an unpatched process gets a usage error saying how to fix it.
+Under gevent the thread primitives below are the patched, cooperative ones.
+
 Exit codes: 0 clean shutdown (registration removed); 1 the worker failed (registration
 refused, a poller died, deregistration failed); 2 usage or configuration error; 3 warm
 shutdown incomplete (work still running at the deadline; registration kept); 4 cold stop.
@@ -25,6 +30,7 @@ from typing import Any, Dict, List, Optional
 
 import click
 
+from .backend import POOL_ENV, check_pool, default_pool
 from .worker import ShutdownIncomplete, Worker
 
 __all__ = [
@@ -101,11 +107,12 @@ def load_worker(
     server_url: Optional[str] = None,
     token: Optional[str] = None,
     namespace: Optional[str] = None,
+    pool: Optional[str] = None,
 ) -> Worker:
     """Resolve ``MODULE:ATTR`` to a Worker (the attribute itself, or what its factory returns).
 
     A factory receives, by parameter name, any of ``client``, ``task_queue``,
-    ``concurrency`` it declares.
+    ``concurrency`` and ``pool`` it declares. With ``pool``, the worker must run on it.
     """
     value = _import_target(target)
     if not isinstance(value, Worker):
@@ -119,6 +126,8 @@ def load_worker(
             kwargs["task_queue"] = task_queue
         if "concurrency" in params and concurrency:
             kwargs["concurrency"] = concurrency
+        if "pool" in params and pool:
+            kwargs["pool"] = pool
         value = value(**kwargs)
         if not isinstance(value, Worker):
             raise click.UsageError(f"{target} returned {type(value).__name__}, not a Worker")
@@ -126,6 +135,11 @@ def load_worker(
         raise click.UsageError(
             f"{target} serves task queue {value.task_queue!r}, not {task_queue!r}; use a factory "
             "that accepts task_queue to choose it from the command line"
+        )
+    if pool and value.backend.name != pool:
+        raise click.UsageError(
+            f"{target} built a worker on pool {value.backend.name!r}, but -P {pool} was requested; leave "
+            "Worker(pool=...) unset (it follows SYNC_WORKER_POOL) or let the factory accept a pool argument"
         )
     if concurrency:
         value._set_activity_concurrency(concurrency)
@@ -137,7 +151,9 @@ def load_worker(
 @click.option("-Q", "--task-queue", default=None, help="Task queue the worker must serve.")
 @click.option("-c", "--concurrency", type=click.IntRange(min=1), default=None,
               help="Concurrent activity tasks (activity slots).")
-@click.option("-P", "--pool", default="threads", show_default=True, help="Concurrency pool: threads.")
+@click.option("-P", "--pool", envvar=POOL_ENV, default=None,
+              help="Concurrency pool: threads or gevent (env SYNC_WORKER_POOL; default: gevent in a "
+                   "monkey-patched process, else threads).")
 @click.option("-l", "--loglevel", default="INFO", show_default=True, help="Logging level.")
 @click.option("--server-url", envvar="DURABLE_WORKFLOW_SERVER_URL", default=None,
               help="Server origin (env DURABLE_WORKFLOW_SERVER_URL).")
@@ -145,19 +161,29 @@ def load_worker(
               help="Auth token (env DURABLE_WORKFLOW_AUTH_TOKEN).")
 @click.option("--namespace", envvar="DURABLE_WORKFLOW_NAMESPACE", default=None,
               help="Namespace (env DURABLE_WORKFLOW_NAMESPACE).")
-def run_command(target: str, task_queue: Optional[str], concurrency: Optional[int], pool: str, loglevel: str,
-                server_url: Optional[str], token: Optional[str], namespace: Optional[str]) -> None:
+def run_command(target: str, task_queue: Optional[str], concurrency: Optional[int], pool: Optional[str],
+                loglevel: str, server_url: Optional[str], token: Optional[str], namespace: Optional[str]) -> None:
     """Run the worker TARGET (MODULE:ATTR: a Worker, or a factory returning one) until signalled."""
-    if pool == "gevent":
-        raise click.UsageError("the gevent pool is not available yet; use -P threads")
-    if pool != "threads":
-        raise click.UsageError(f"unknown pool {pool!r}; use -P threads")
+    try:
+        # Checked before the target is imported: the app must not load into an unpatched gevent run.
+        pool = check_pool(pool or default_pool())
+    except (ValueError, RuntimeError) as error:
+        raise click.UsageError(str(error))
     level = logging.getLevelName(loglevel.upper())
     if not isinstance(level, int):
         raise click.UsageError(f"unknown log level {loglevel!r}")
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    worker = load_worker(target, task_queue=task_queue, concurrency=concurrency, server_url=server_url,
-                         token=token, namespace=namespace)
+    # A Worker built while the target is imported follows -P (its default pool reads the env).
+    previous = os.environ.get(POOL_ENV)
+    os.environ[POOL_ENV] = pool
+    try:
+        worker = load_worker(target, task_queue=task_queue, concurrency=concurrency, server_url=server_url,
+                             token=token, namespace=namespace, pool=pool)
+    finally:
+        if previous is None:
+            os.environ.pop(POOL_ENV, None)
+        else:
+            os.environ[POOL_ENV] = previous
     sys.exit(serve(worker))
 
 

@@ -12,17 +12,25 @@ hub (CPU-bound work or a C call that does not yield) shows up in ``Worker.status
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 __all__ = [
     "GeventBackend",
     "GeventNotPatched",
+    "GreenletHandle",
     "HubMonitor",
+    "fully_patched",
     "late_patch_report",
     "require_patched",
 ]
+
+logger = logging.getLogger("sync_worker.worker.gevent")
+
+# What must be cooperative for greenlet pollers and slots to work (gevent's names).
+_REQUIRED_PATCHES = ("socket", "threading", "time", "select", "ssl")
 
 # Packages whose own references to originals are intentional (gevent keeps them to do its job).
 _IGNORED_PACKAGES = {"gevent", "greenlet", "_pytest", "pytest", "sync_worker"}
@@ -47,10 +55,24 @@ def _monkey() -> Any:
     return monkey
 
 
+def _unpatched(monkey: Any) -> List[str]:
+    return [name for name in _REQUIRED_PATCHES if not monkey.is_module_patched(name)]
+
+
+def fully_patched() -> bool:
+    """Whether every module the gevent pool relies on is monkey-patched in this process."""
+    if "gevent" not in sys.modules:
+        return False
+    try:
+        return not _unpatched(_monkey())
+    except GeventNotPatched:  # pragma: no cover - gevent missing
+        return False
+
+
 def require_patched() -> None:
     """Refuse to run greenlets in an unpatched process, saying how to fix it."""
     monkey = _monkey()
-    missing = [name for name in ("socket", "threading", "time", "select", "ssl") if not monkey.is_module_patched(name)]
+    missing = _unpatched(monkey)
     if missing:
         raise GeventNotPatched(
             "pool='gevent' needs a process monkey-patched before anything else is imported "
@@ -113,6 +135,29 @@ class GreenletHandle:
         self._greenlet.kill(block=block)
 
 
+# One scan per set of loaded modules: workers built again in the same process do not rescan.
+_late_patch_seen: Optional[Tuple[int, Tuple[str, ...]]] = None
+
+
+def _warn_if_patched_late() -> List[str]:
+    """Log (once per set of loaded modules) which modules kept unpatched references."""
+    global _late_patch_seen
+    loaded = len(sys.modules)
+    if _late_patch_seen is not None and _late_patch_seen[0] == loaded:
+        return list(_late_patch_seen[1])
+    report = late_patch_report()
+    previous = _late_patch_seen[1] if _late_patch_seen is not None else ()
+    _late_patch_seen = (loaded, tuple(report))
+    if report and tuple(report) != previous:
+        logger.warning(
+            "gevent was patched after these modules were imported; they kept blocking originals and "
+            "will block the whole hub when used: %s. Patch first: start with `sync-worker run -P gevent` "
+            "or call gevent.monkey.patch_all() before any other import.",
+            ", ".join(report),
+        )
+    return report
+
+
 class GeventBackend:
     """Greenlets for everything; the same surface as the thread backend."""
 
@@ -120,10 +165,12 @@ class GeventBackend:
 
     def __init__(self) -> None:
         require_patched()
+        _warn_if_patched_late()
         import gevent
         import gevent.event
         import gevent.local
         import gevent.lock
+        import gevent.monkey
         import gevent.queue
 
         self._gevent = gevent
@@ -132,6 +179,7 @@ class GeventBackend:
         self._semaphore_cls = gevent.lock.BoundedSemaphore
         self._queue_cls = gevent.queue.Queue
         self._local_cls = gevent.local.local
+        self._native_lock_factory = gevent.monkey.get_original("_thread", "allocate_lock")
 
     def spawn(self, name: str, target: Callable[[], None]) -> GreenletHandle:
         greenlet = self._gevent.spawn(target)
@@ -159,6 +207,20 @@ class GeventBackend:
     def local(self) -> Any:
         return self._local_cls()
 
+    def native_lock(self) -> Any:
+        # The original OS lock: status() must be readable from a real thread while the hub is stuck.
+        return self._native_lock_factory()
+
+    def kill(self, handle: Any) -> bool:
+        """Kill a greenlet at its next cooperative point; False for a handle this backend did not make."""
+        if isinstance(handle, GreenletHandle):
+            handle.kill(block=False)
+            return True
+        return False
+
+    def scheduler_monitor(self) -> HubMonitor:
+        return HubMonitor()
+
 
 class HubMonitor:
     """Detects a blocked gevent hub from a real OS thread.
@@ -174,14 +236,24 @@ class HubMonitor:
         self._stopped = False
         self._greenlet: Any = None
         self._worst = 0.0
+        # (when it ended, how long it lasted) of the last gap between ticks longer than _long_gap
+        self._long_gap = max(0.25, 5 * interval)
+        self._last_block: Optional[Tuple[float, float]] = None
 
     def start(self) -> None:
         import gevent
         from gevent import monkey
 
+        self._stopped = False
+        self._last_tick = time.monotonic()
+
         def tick() -> None:
             while not self._stopped:
-                self._last_tick = time.monotonic()
+                now = time.monotonic()
+                gap = now - self._last_tick
+                if gap > self._long_gap:
+                    self._last_block = (now, gap)
+                self._last_tick = now
                 gevent.sleep(self.interval)
 
         self._greenlet = gevent.spawn(tick)
@@ -199,6 +271,21 @@ class HubMonitor:
         self._stopped = True
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
+
+    def describe_stall(self, seconds: float) -> str:
+        return f"hub_blocked: the gevent hub has been blocked for {seconds:.1f} s"
+
+    def recent_block_seconds(self, within: float) -> Optional[float]:
+        """How long the hub was blocked, when that block ended less than ``within`` seconds ago."""
+        block = self._last_block
+        if block is None or time.monotonic() - block[0] > within:
+            return None
+        return block[1]
+
+    @property
+    def worst_blocked_seconds(self) -> float:
+        """The longest gap between hub ticks the watching OS thread has seen."""
+        return self._worst
 
     def tick_age(self) -> float:
         """Seconds since the hub last ran the monitor's greenlet (readable from any thread)."""

@@ -12,6 +12,12 @@ poller exited, and no outstanding request older than ``request_stall_seconds``. 
 polls, outages within the retry budget and long activities keep a worker live. Draining
 workers stay live but are not ready; stopped and failed workers are neither. Missing
 observations are ``None``, never success.
+
+Under a cooperative backend the event loop is the scheduler itself (the gevent hub): a
+:class:`~sync_worker.worker.backend.SchedulerMonitor` attached to the board measures how
+long the hub has not run, and a hub blocked for longer than ``event_loop_stall_seconds``
+makes the worker not live with a reason that says so. Locks here come from the backend's
+``native_lock`` so a real OS thread can take a snapshot while the hub is stuck.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 import enum
 import threading
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 __all__ = [
     "DEFAULT_EVENT_LOOP_STALL_SECONDS",
@@ -34,6 +40,9 @@ __all__ = [
 #: A supervisor tick older than this makes the worker not live. The supervisor ticks
 #: about once a second, so this leaves a wide margin for a slow, loaded machine.
 DEFAULT_EVENT_LOOP_STALL_SECONDS = 30.0
+
+# A scheduler monitor ticks every few hundredths of a second; older than this, the hub is not running.
+_HUB_NOT_RUNNING_SECONDS = 0.25
 
 
 def default_request_bounds(
@@ -124,13 +133,14 @@ class RoleTracker:
         overdue_seconds: float,
         stall_seconds: float,
         is_poller: bool,
+        lock_factory: Optional[Callable[[], Any]] = None,
     ) -> None:
         self.role = role
         self.is_poller = is_poller
         self.overdue_seconds = overdue_seconds
         self.stall_seconds = stall_seconds
         self._clock = clock
-        self._lock = threading.Lock()
+        self._lock = (lock_factory or threading.Lock)()
         self._running = False
         self._exited = False
         self._in_flight_since: Optional[float] = None
@@ -203,12 +213,14 @@ def _age(now: float, at: Optional[float]) -> Optional[float]:
 class StatusBoard:
     """All status observations of one worker, readable from any thread."""
 
-    def __init__(self, worker_id: str, namespace: str, task_queue: str, clock: Callable[[], float]) -> None:
+    def __init__(self, worker_id: str, namespace: str, task_queue: str, clock: Callable[[], float],
+                 lock_factory: Optional[Callable[[], Any]] = None) -> None:
         self.worker_id = worker_id
         self.namespace = namespace
         self.task_queue = task_queue
         self.clock = clock
-        self._lock = threading.Lock()
+        self._lock = (lock_factory or threading.Lock)()
+        self._monitor: Any = None
         self._state = WorkerState.STARTING
         self._registered_at: Optional[float] = None
         self._tick_at: Optional[float] = None
@@ -243,6 +255,11 @@ class StatusBoard:
         with self._lock:
             self._starting_request = tracker
 
+    def set_scheduler_monitor(self, monitor: Any) -> None:
+        """Attach a started scheduler monitor (or detach with None); see ``SchedulerMonitor``."""
+        with self._lock:
+            self._monitor = monitor
+
     def roles(self) -> List[RoleTracker]:
         with self._lock:
             return list(self._roles.values())
@@ -263,6 +280,7 @@ class StatusBoard:
             tick_at = self._tick_at
             trackers = list(self._roles.values())
             starting = self._starting_request
+            monitor = self._monitor
         roles = tuple(t.snapshot(now, request_overdue_seconds, request_stall_seconds) for t in trackers)
         pollers = {t.role for t in trackers if t.is_poller}
         tick_age = _age(now, tick_at)
@@ -273,6 +291,12 @@ class StatusBoard:
         live, live_reason = _liveness(
             state, tick_age, event_loop_stall_seconds, roles, pollers, starting_role
         )
+        if monitor is not None and state not in (WorkerState.STOPPED, WorkerState.FAILED):
+            hub_reason = _hub_stall_reason(monitor, event_loop_stall_seconds, tick_age, live_reason)
+            if hub_reason is not None:
+                live, live_reason = False, hub_reason
+            if tick_age is not None:
+                tick_age = max(tick_age, float(monitor.tick_age()))
         return WorkerStatus(
             worker_id=self.worker_id,
             namespace=self.namespace,
@@ -286,6 +310,22 @@ class StatusBoard:
             event_loop_progress_age_seconds=tick_age,
             roles=roles,
         )
+
+
+def _hub_stall_reason(monitor: Any, stall_seconds: float, tick_age: Optional[float],
+                      live_reason: str) -> Optional[str]:
+    """The scheduler's reason when it explains a stall; a blocked hub outranks every other reason."""
+    hub_age = float(monitor.tick_age())
+    if hub_age > stall_seconds:
+        return str(monitor.describe_stall(hub_age))
+    if live_reason != "event_loop_stalled":
+        return None
+    # The supervisor tick is stale: because the hub is not running right now, or because a block
+    # that just ended has not let the supervisor tick again yet.
+    if hub_age > _HUB_NOT_RUNNING_SECONDS:
+        return str(monitor.describe_stall(hub_age))
+    recent = monitor.recent_block_seconds(tick_age if tick_age is not None else stall_seconds)
+    return None if recent is None else str(monitor.describe_stall(float(recent)))
 
 
 def _readiness(

@@ -1,6 +1,6 @@
 """``Worker``: registration, pollers, slots, heartbeat, shutdown and status, on one backend.
 
-Threads of a running worker (all spawned through the backend):
+Tasks of a running worker (threads or greenlets, all spawned through the backend):
 
 * the caller of :meth:`Worker.run` registers, then supervises (a one-second progress
   tick, and a check that no poller died);
@@ -12,7 +12,8 @@ Threads of a running worker (all spawned through the backend):
 ``stop()`` (from any thread, any number of times, one shared result) cancels the poll
 token, which aborts in-flight long polls at once, drains accepted work within
 ``shutdown_timeout`` while heartbeats continue, then removes the registration within
-what is left of that deadline.
+what is left of that deadline. A cold stop abandons running work and, on a backend that
+can (greenlets), kills it at its next cooperative point.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ..errors import (
 )
 from . import workflow_support
 from .activities import activity_map, run_activity_task
-from .backend import ConcurrencyBackend, TaskHandle, backend_for_pool
+from .backend import ConcurrencyBackend, SchedulerMonitor, TaskHandle, backend_for_pool, default_pool
 from .deregistration import deregister
 from .inflight import InflightSet, InflightTask
 from .metrics import TASK_DURATION, TASKS, MetricsRecorder, NoopMetrics
@@ -68,7 +69,12 @@ class ShutdownIncomplete(RuntimeError):
 
 
 class Worker:
-    """Polls one task queue and runs its workflow, activity and query tasks on threads."""
+    """Polls one task queue and runs its workflow, activity and query tasks on threads or greenlets.
+
+    ``pool`` is ``"threads"`` or ``"gevent"``; when omitted it is ``SYNC_WORKER_POOL`` if set,
+    else ``"gevent"`` in a process monkey-patched for gevent, else ``"threads"``. The gevent
+    pool refuses an unpatched process (``GeventNotPatched``).
+    """
 
     def __init__(
         self,
@@ -86,7 +92,7 @@ class Worker:
         heartbeat_interval: float = 60.0,
         metrics: Optional[MetricsRecorder] = None,
         interceptors: Sequence[Any] = (),
-        pool: str = "threads",
+        pool: Optional[str] = None,
     ) -> None:
         if not isinstance(task_queue, str) or not task_queue:
             raise ValueError("task_queue must be a non-empty string")
@@ -104,7 +110,8 @@ class Worker:
         self.metrics: MetricsRecorder = metrics if metrics is not None else NoopMetrics()
         # Kept for API compatibility; no interceptor hook is applied by this runtime yet.
         self.interceptors = tuple(interceptors)
-        self.backend: ConcurrencyBackend = backend_for_pool(pool)
+        self.backend: ConcurrencyBackend = backend_for_pool(pool if pool is not None else default_pool())
+        self.pool = self.backend.name
         activity_api._install_local(self.backend.name, self.backend.local)
 
         self.activities = activity_map(list(activities))
@@ -118,13 +125,16 @@ class Worker:
         self._process_metrics = ProcessMetrics()
 
         namespace = str(getattr(client, "namespace", "default"))
-        self._board = StatusBoard(self.worker_id, namespace, task_queue, self.backend.monotonic)
+        self._board = StatusBoard(self.worker_id, namespace, task_queue, self.backend.monotonic,
+                                  self.backend.native_lock)
+        self._monitor: Optional[SchedulerMonitor] = self.backend.scheduler_monitor()
         overdue, stall = default_request_bounds(
             float(getattr(client, "timeout", 60.0) or 60.0), int(getattr(client, "transport_retries", 3) or 3),
             self.poll_timeout, poll_timeout_seconds(self.poll_timeout))
         self._overdue, self._stall = overdue, stall
         self._registration_role = RoleTracker("registration", self.backend.monotonic, overdue_seconds=overdue,
-                                              stall_seconds=stall, is_poller=False)
+                                              stall_seconds=stall, is_poller=False,
+                                              lock_factory=self.backend.native_lock)
         self._board.set_registration_tracker(self._registration_role)
         self._heartbeat_role = self._board.add_role(self._tracker("heartbeat", is_poller=False))
         if self.workflows:
@@ -157,7 +167,7 @@ class Worker:
 
     def _tracker(self, role: str, *, is_poller: bool) -> RoleTracker:
         return RoleTracker(role, self.backend.monotonic, overdue_seconds=self._overdue,
-                           stall_seconds=self._stall, is_poller=is_poller)
+                           stall_seconds=self._stall, is_poller=is_poller, lock_factory=self.backend.native_lock)
 
     def _set_activity_concurrency(self, capacity: int) -> None:
         """Resize the activity slots (the CLI's ``-c``); only before the worker runs."""
@@ -257,6 +267,7 @@ class Worker:
             except BaseException as error:
                 self._shutdown_error = error
             finally:
+                self._stop_monitor()
                 self._shutdown_done.set()
         else:
             while not self._shutdown_done.wait(_SUPERVISOR_TICK_SECONDS):
@@ -274,6 +285,14 @@ class Worker:
                 raise RuntimeError(f"worker {self.worker_id} was stopped before it ran; create a new Worker")
             self._run_started = True
         self._board.tick()
+        if self._monitor is not None:
+            self._monitor.start()
+            self._board.set_scheduler_monitor(self._monitor)
+
+    def _stop_monitor(self) -> None:
+        if self._monitor is not None:
+            self._board.set_scheduler_monitor(None)
+            self._monitor.stop()
 
     def _finish(self, loop_error: Optional[BaseException], *, loop_failed: Optional[bool] = None) -> None:
         if loop_failed is None:
@@ -305,8 +324,8 @@ class Worker:
         self._heartbeat_handle = self.backend.spawn(f"sync-worker-heartbeat-{self.worker_id}", self._heartbeat_loop)
         self._start_pollers()
         self._board.set_state(WorkerState.RUNNING)
-        logger.info("worker %s running on task queue %r (%d workflow, %d activity types)",
-                    self.worker_id, self.task_queue, len(self.workflows), len(self.activities))
+        logger.info("worker %s running on task queue %r (pool %s; %d workflow, %d activity types)",
+                    self.worker_id, self.task_queue, self.backend.name, len(self.workflows), len(self.activities))
 
     def _register(self) -> None:
         tracker = self._registration_role
@@ -408,8 +427,13 @@ class Worker:
             outcome = "crashed"
             try:
                 outcome = body(inflight)
-            except BaseException:
-                logger.exception("%s task %s crashed the runtime", kind, task_id)
+            except BaseException as error:
+                if inflight.abandoned:  # e.g. killed by a cold stop at its next cooperative point
+                    outcome = "abandoned"
+                    logger.warning("%s task %s ended after it was abandoned (%s)", kind, task_id,
+                                   type(error).__name__)
+                else:
+                    logger.exception("%s task %s crashed the runtime", kind, task_id)
             finally:
                 duration = self.backend.monotonic() - inflight.started_at
                 self.metrics.increment(TASKS, 1.0, dict(tags, outcome=outcome))
@@ -513,6 +537,8 @@ class Worker:
             running = [f"{t.kind}:{t.task_id}" for t in self._inflight.snapshot()]
             for inflight in self._inflight.snapshot():
                 inflight.abandon()
+            if self._cold.is_set():
+                self._kill_abandoned(stuck_pollers)
             self._board.set_state(WorkerState.FAILED)
             why = "cold stop requested" if self._cold.is_set() else "shutdown deadline reached"
             raise ShutdownIncomplete(
@@ -529,6 +555,15 @@ class Worker:
             raise
         logger.info("worker %s deregistered (%s)", self.worker_id, receipt.get("outcome"))
         self._board.set_state(WorkerState.FAILED if self._loop_failed else WorkerState.STOPPED)
+
+    def _kill_abandoned(self, stuck_pollers: Sequence[str]) -> None:
+        """Cold stop: kill abandoned tasks (and stuck pollers) where the backend can (greenlets)."""
+        handles: List[TaskHandle] = [t.handle for t in self._inflight.snapshot() if t.handle is not None]
+        handles += [h for h in self._poller_handles if h.name in stuck_pollers]
+        killed = sum(1 for handle in handles if self.backend.kill(handle))
+        if killed:
+            logger.warning("worker %s cold stop: killed %d task(s) at their next cooperative point",
+                           self.worker_id, killed)
 
     # -- run_until ---------------------------------------------------------------------------------
 

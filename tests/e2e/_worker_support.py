@@ -1,13 +1,31 @@
-"""Shared helpers of the worker end-to-end tests: a worker running in a thread, waits."""
+"""Shared helpers of the worker end-to-end tests: a worker running in a thread, waits.
+
+The suite runs twice: on threads, then under gevent (``tests/gevent_suite.py`` patches first
+and sets ``SYNC_WORKER_TEST_POOL=gevent``). Workers built here, and workers built by a test
+without ``pool`` (whose default follows the patched process), run on that pool;
+:class:`RunningWorker` checks it so the gevent run really exercises greenlets.
+"""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
 from typing import Any, Callable, List, Optional
 
 from sync_worker.worker import Worker, WorkerState
+
+
+def suite_pool() -> str:
+    """The pool this run of the suite exercises ("threads", or "gevent" in the gevent suite)."""
+    return os.environ.get("SYNC_WORKER_TEST_POOL", "threads")
+
+
+def make_worker(client: Any, **kwargs: Any) -> Worker:
+    """A Worker on the suite's pool (``pool`` may still be overridden by the caller)."""
+    kwargs.setdefault("pool", suite_pool())
+    return Worker(client, **kwargs)
 
 
 def unique_queue(prefix: str = "e2e") -> str:
@@ -29,6 +47,9 @@ class RunningWorker:
     """``worker.run()`` on a thread; on exit stops it (cold if asked) and joins the thread."""
 
     def __init__(self, worker: Worker, *, wait_running: bool = True) -> None:
+        assert worker.backend.name == suite_pool(), (
+            f"this run of the suite exercises pool {suite_pool()!r}, but the worker runs on {worker.backend.name!r}"
+        )
         self.worker = worker
         self.errors: List[BaseException] = []
         self._wait_running = wait_running

@@ -15,9 +15,15 @@ def invoke(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def test_gevent_pool_is_not_available_yet() -> None:
+def test_gevent_pool_in_an_unpatched_process_is_a_usage_error_saying_how_to_fix_it() -> None:
     code, output = invoke(f"{T}:ready_worker", "-P", "gevent")
-    assert code == EXIT_USAGE and "not available yet" in output
+    assert code == EXIT_USAGE, output
+    assert "monkey-patched" in output and "sync-worker run -P gevent" in output
+
+
+def test_unknown_pool_is_a_usage_error() -> None:
+    code, output = invoke(f"{T}:ready_worker", "-P", "eventlet")
+    assert code == EXIT_USAGE and "unknown worker pool 'eventlet'" in output
 
 
 def test_bad_targets_are_usage_errors() -> None:

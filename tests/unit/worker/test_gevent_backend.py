@@ -1,0 +1,197 @@
+"""The gevent pool from an unpatched process: selection, refusal, late-patch report, hub liveness.
+
+Greenlet behaviour of a running worker is covered by ``tests/e2e/gevent_only`` (run by
+``tests/gevent_suite.py`` in a process patched first).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+import types
+from typing import Any
+
+import click
+import gevent
+import pytest
+from gevent import monkey
+
+from sync_worker.worker import Worker
+from sync_worker.worker import gevent_backend as gb
+from sync_worker.worker.backend import (
+    ThreadBackend,
+    backend_for_pool,
+    check_pool,
+    default_pool,
+    normalize_pool,
+)
+from sync_worker.worker.cli import load_worker
+from sync_worker.worker.status import StatusBoard, WorkerState
+
+from .fakes import FakeClient
+from .test_status import Clock, make_board, start
+
+T = "tests.unit.worker._cli_targets"
+
+
+def test_pool_names_and_the_default_pool() -> None:
+    assert normalize_pool("threads") == normalize_pool("thread") == normalize_pool(" Threading ") == "threads"
+    assert normalize_pool("GEVENT") == "gevent"
+    with pytest.raises(ValueError, match="unknown worker pool 'eventlet'"):
+        normalize_pool("eventlet")
+    assert not gb.fully_patched()  # this test process is not monkey-patched
+    assert default_pool({}) == "threads"
+    assert default_pool({"SYNC_WORKER_POOL": "gevent"}) == "gevent"
+    assert default_pool({"SYNC_WORKER_POOL": "thread"}) == "threads"
+    assert check_pool("threading") == "threads"
+
+
+def test_gevent_in_an_unpatched_process_is_refused_with_the_fix() -> None:
+    for attempt in (lambda: check_pool("gevent"), lambda: backend_for_pool("gevent"),
+                    lambda: Worker(FakeClient(), task_queue="q", pool="gevent")):
+        with pytest.raises(gb.GeventNotPatched) as caught:
+            attempt()
+        message = str(caught.value)
+        assert "unpatched: socket, threading, time, select, ssl" in message
+        assert "sync-worker run -P gevent" in message and "SYNC_WORKER_POOL=gevent" in message
+        assert "monkey.patch_all()" in message
+    assert isinstance(caught.value, RuntimeError)
+
+
+def test_the_worker_default_pool_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SYNC_WORKER_POOL", raising=False)
+    assert Worker(FakeClient(), task_queue="q").backend.name == "threads"
+    monkeypatch.setenv("SYNC_WORKER_POOL", "gevent")
+    with pytest.raises(gb.GeventNotPatched):
+        Worker(FakeClient(), task_queue="q")
+    assert Worker(FakeClient(), task_queue="q", pool="threads").pool == "threads"
+
+
+def test_thread_backend_cannot_kill_and_has_no_scheduler_to_watch() -> None:
+    backend = ThreadBackend()
+    release = threading.Event()
+    handle = backend.spawn("t", lambda: release.wait(5) and None)
+    try:
+        assert backend.kill(handle) is False
+        assert handle.is_alive()
+    finally:
+        release.set()
+        assert handle.join(5)
+    assert backend.scheduler_monitor() is None
+    lock = backend.native_lock()
+    assert lock.acquire(False) and not lock.acquire(False)
+    lock.release()
+
+
+def test_late_patch_report_names_modules_holding_replaced_originals(monkeypatch: pytest.MonkeyPatch,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    def blocking_sleep(seconds: float) -> None:
+        raise AssertionError("never called")
+
+    early = types.ModuleType("early_user_app")
+    early.sleep = blocking_sleep  # type: ignore[attr-defined]  # what `from time import sleep` left behind
+    early.unrelated = len  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "early_user_app", early)
+    monkeypatch.setattr(monkey, "saved", {"time": {"sleep": blocking_sleep}})
+    assert gb.late_patch_report() == ["early_user_app.sleep (time.sleep)"]
+
+    monkeypatch.setattr(gb, "_late_patch_seen", None)
+    with caplog.at_level(logging.WARNING, logger="sync_worker.worker.gevent"):
+        assert gb._warn_if_patched_late() == ["early_user_app.sleep (time.sleep)"]
+        gb._warn_if_patched_late()  # same modules: not scanned or logged again
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "early_user_app.sleep (time.sleep)" in warnings[0]
+
+    monkeypatch.setattr(monkey, "saved", {})
+    assert gb.late_patch_report() == []
+
+
+class FakeMonitor:
+    def __init__(self) -> None:
+        self.age = 0.01
+        self.recent: Any = None
+
+    def recent_block_seconds(self, within: float) -> Any:
+        return self.recent
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def tick_age(self) -> float:
+        return self.age
+
+    def describe_stall(self, seconds: float) -> str:
+        return f"hub_blocked: {seconds:.1f} s"
+
+
+def test_a_blocked_scheduler_makes_the_board_not_live_with_its_reason() -> None:
+    clock = Clock()
+    board, trackers, registration = make_board(clock)
+    start(board, trackers, registration)
+    monitor = FakeMonitor()
+    board.set_scheduler_monitor(monitor)
+    status = board.snapshot(event_loop_stall_seconds=2.0)
+    assert status.live and status.live_reason == "live"
+
+    monitor.age = 2.5  # the hub has not run for 2.5 s; the supervisor tick is still fresh
+    status = board.snapshot(event_loop_stall_seconds=2.0)
+    assert not status.live and status.live_reason == "hub_blocked: 2.5 s"
+    assert status.event_loop_progress_age_seconds == 2.5
+    assert status.ready  # readiness is about the server exchanges, not the hub
+
+    monitor.age = 1.0  # stale supervisor tick while the hub is not running: the hub is the cause
+    clock.now += 2.5
+    status = board.snapshot(event_loop_stall_seconds=2.0)
+    assert not status.live and status.live_reason == "hub_blocked: 1.0 s"
+
+    monitor.age, monitor.recent = 0.01, 3.2  # the hub just resumed; the supervisor has not ticked yet
+    status = board.snapshot(event_loop_stall_seconds=2.0)
+    assert not status.live and status.live_reason == "hub_blocked: 3.2 s"
+
+    monitor.recent = None  # the hub runs and was not blocked, but the supervisor is stale
+    status = board.snapshot(event_loop_stall_seconds=2.0)
+    assert not status.live and status.live_reason == "event_loop_stalled"
+
+    board.set_state(WorkerState.STOPPED)
+    monitor.age = 100.0
+    assert board.snapshot().live_reason == "stopped"
+    board.set_scheduler_monitor(None)
+    assert board.snapshot().live_reason == "stopped"
+
+
+def test_board_without_a_monitor_is_unchanged() -> None:
+    board = StatusBoard("w", "default", "q", Clock())
+    board.set_state(WorkerState.RUNNING)
+    board.tick()
+    assert board.snapshot().live
+
+
+def test_hub_monitor_sees_the_hub_blocked_from_its_os_thread() -> None:
+    hub_monitor = gb.HubMonitor(interval=0.02)
+    hub_monitor.start()
+    try:
+        gevent.sleep(0.1)  # let the hub run the monitor's greenlet
+        assert hub_monitor.tick_age() < 0.1 and hub_monitor.blocked_seconds(0.3) is None
+        time.sleep(0.5)  # the real, blocking sleep: the hub cannot run
+        blocked = hub_monitor.blocked_seconds(0.3)
+        assert blocked is not None and blocked >= 0.5
+        assert hub_monitor.describe_stall(blocked).startswith("hub_blocked: the gevent hub has been blocked for 0.")
+        gevent.sleep(0.1)
+        assert hub_monitor.tick_age() < 0.1
+        assert hub_monitor.worst_blocked_seconds >= 0.4  # measured by the watching OS thread
+        recent = hub_monitor.recent_block_seconds(5.0)
+        assert recent is not None and recent >= 0.5
+        time.sleep(0.05)
+        assert hub_monitor.recent_block_seconds(0.01) is None
+    finally:
+        hub_monitor.stop()
+
+
+def test_run_command_pool_must_match_the_loaded_worker() -> None:
+    with pytest.raises(click.UsageError, match="built a worker on pool 'threads', but -P gevent"):
+        load_worker(f"{T}:ready_worker", server_url="http://127.0.0.1:9", pool="gevent")
+    worker: Any = load_worker(f"{T}:ready_worker", server_url="http://127.0.0.1:9", pool="threads")
+    assert worker.pool == "threads"
