@@ -22,10 +22,12 @@ import enum
 import json
 import logging
 import random
+import select
 import socket
+import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import requests
 import tenacity
@@ -87,7 +89,39 @@ def _shutdown(connection: Any) -> None:
         pass
 
 
+_native_poll: Optional[Callable[[], Any]] = None
+
+
+def _readable_now(sock: Any) -> bool:
+    """Whether ``sock`` has data or EOF waiting, without blocking.
+
+    This is urllib3's "was the pooled connection dropped?" check, done with the process's native
+    ``select.poll``: with a zero timeout it cannot block, and under gevent it avoids setting up
+    a hub watcher for every request (the patched select costs ~20x more per call).
+    """
+    global _native_poll
+    if _native_poll is None:
+        monkey = sys.modules.get("gevent.monkey")
+        original = monkey.get_original("select", "poll") if monkey is not None else None
+        _native_poll = original if callable(original) else getattr(select, "poll", None)
+    if _native_poll is None:  # pragma: no cover - platforms without poll
+        return bool(select.select([sock], [], [], 0)[0])
+    poller = _native_poll()
+    poller.register(sock.fileno(), select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP)
+    return bool(poller.poll(0))
+
+
 class _TrackedMixin:
+    @property
+    def is_connected(self) -> bool:
+        sock = getattr(self, "sock", None)
+        if sock is None:
+            return False
+        try:
+            return not _readable_now(sock)
+        except (OSError, ValueError):
+            return False
+
     def request(self, *args: Any, **kwargs: Any) -> Any:
         slot: Optional[_RequestSlot] = getattr(_active, "slot", None)
         if slot is not None:

@@ -6,6 +6,7 @@ import json
 import logging
 import select
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -42,6 +43,13 @@ class _HTTPServer(ThreadingHTTPServer):
             self.handler_threads = [t for t in self.handler_threads if t.is_alive()]
             self.handler_threads.append(thread)
         thread.start()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Connections cut by our own stop (or by a client hanging up) are not errors worth a traceback.
+        if isinstance(sys.exc_info()[1], OSError):
+            log.debug("connection from %s closed", client_address)
+            return
+        super().handle_error(request, client_address)
 
     def close_connections(self) -> None:
         with self.conn_lock:

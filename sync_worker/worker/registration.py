@@ -60,6 +60,8 @@ def worker_capabilities(
             capabilities.append("query_tasks")
         if has_updates and "workflow_updates" not in capabilities:
             capabilities.append("workflow_updates")
+        # Workflows here can consume durable message streams (ctx.message_stream).
+        capabilities.append("message_streams")
     return capabilities
 
 

@@ -107,6 +107,11 @@ class Worker:
         self.heartbeat_interval = float(heartbeat_interval)
         self.max_concurrent_workflow_tasks = int(max_concurrent_workflow_tasks)
         self.max_concurrent_activity_tasks = int(max_concurrent_activity_tasks)
+        # Every poller, slot and the heartbeat may hold a connection at once: size the pool for
+        # that, so a busy worker never discards connections.
+        ensure_capacity = getattr(client, "ensure_pool_capacity", None)
+        if callable(ensure_capacity):
+            ensure_capacity(self.max_concurrent_workflow_tasks + self.max_concurrent_activity_tasks + 6)
         self.metrics: MetricsRecorder = metrics if metrics is not None else NoopMetrics()
         # Kept for API compatibility; no interceptor hook is applied by this runtime yet.
         self.interceptors = tuple(interceptors)

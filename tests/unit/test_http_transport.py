@@ -257,3 +257,17 @@ def test_pool_grows_on_demand_for_a_bigger_worker(
         thread.join(15)
     assert len(server.bodies) == 30
     assert not [r for r in caplog.records if "pool is full" in r.getMessage()]
+
+
+def test_connection_closed_by_the_server_is_not_reused(serve: Callable[[Handler], _Server]) -> None:
+    def handler(h: BaseHTTPRequestHandler, body: Dict[str, Any]) -> None:
+        _reply(h, 200, {"task": None})
+        h.wfile.flush()
+        h.close_connection = True  # keep-alive was promised; the server hangs up anyway
+
+    server = serve(handler)
+    client = Client(server.url, transport_retries=1)  # no retry may hide a reused dead connection
+    for _ in range(5):
+        assert _poll(client) is None
+        time.sleep(0.05)
+    assert len(server.bodies) == 5

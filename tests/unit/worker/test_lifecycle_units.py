@@ -124,8 +124,9 @@ def test_registration_token_validation() -> None:
 def test_capabilities_are_honest() -> None:
     assert worker_capabilities(has_workflows=False, server_capabilities={"query_tasks": True}) == []
     assert worker_capabilities(has_workflows=True, server_capabilities={"query_tasks": True},
-                               workflow_capabilities=["durable_selection"]) == ["durable_selection", "query_tasks"]
-    assert worker_capabilities(has_workflows=True, server_capabilities={"query_tasks": "yes"}) == []
+                               workflow_capabilities=["durable_selection"]) == [
+        "durable_selection", "query_tasks", "message_streams"]
+    assert worker_capabilities(has_workflows=True, server_capabilities={"query_tasks": "yes"}) == ["message_streams"]
 
 
 def test_registration_body_shape() -> None:
