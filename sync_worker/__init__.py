@@ -54,6 +54,9 @@ _LAZY = {
     "WorkerRoleStatus": ("sync_worker.worker", "WorkerRoleStatus"),
     "WorkerState": ("sync_worker.worker", "WorkerState"),
     "InMemoryMetrics": ("sync_worker.worker", "InMemoryMetrics"),
+    "WorkerInterceptor": ("sync_worker.interceptors", "WorkerInterceptor"),
+    "PassthroughWorkerInterceptor": ("sync_worker.interceptors", "PassthroughWorkerInterceptor"),
+    "ActivityInterceptorContext": ("sync_worker.interceptors", "ActivityInterceptorContext"),
     "activity": ("sync_worker.activity", None),
     "workflow": ("sync_worker.workflow", None),
 }
@@ -62,6 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from . import activity, workflow
     from .cancel import CancelToken
     from .client import Client, WorkflowExecution, WorkflowHandle
+    from .interceptors import ActivityInterceptorContext, PassthroughWorkerInterceptor, WorkerInterceptor
     from .worker import InMemoryMetrics, Worker, WorkerRoleStatus, WorkerState, WorkerStatus
 
 
@@ -82,6 +86,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "ActivityCancelled",
     "ActivityFailed",
+    "ActivityInterceptorContext",
     "ActivityLeaseAuthorityLost",
     "CancelToken",
     "ChildWorkflowCancelled",
@@ -94,6 +99,7 @@ __all__ = [
     "InMemoryMetrics",
     "NonDeterministicReplayError",
     "NonRetryableError",
+    "PassthroughWorkerInterceptor",
     "PayloadError",
     "QueryFailed",
     "ServerError",
@@ -101,6 +107,7 @@ __all__ = [
     "TransportError",
     "Unauthorized",
     "Worker",
+    "WorkerInterceptor",
     "WorkerRoleStatus",
     "WorkerState",
     "WorkerStatus",

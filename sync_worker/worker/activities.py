@@ -10,6 +10,9 @@ Outcome rules:
 * an attempt abandoned at the shutdown deadline → nothing is reported (``abandoned``);
 * any other exception → retryable ``fail``; an int ``code`` attribute is forwarded.
 
+Worker interceptors (``execute_activity``) wrap the call inside the slot, with the
+activity context set; whatever they raise follows the same rules.
+
 Failure bodies carry the full message and stack; the Client bounds them (§10).
 """
 
@@ -31,8 +34,10 @@ from ..errors import (
     PayloadError,
     WorkerShutdown,
 )
+from ..interceptors import ActivityInterceptorContext, WorkerInterceptor
 from ..payloads import decode_arguments
 from .inflight import InflightTask
+from .interception import chain
 
 __all__ = ["activity_map", "exception_class_name", "failure_from_exception", "run_activity_task"]
 
@@ -96,6 +101,8 @@ def run_activity_task(
     worker_id: str,
     task_queue: str,
     inflight: InflightTask,
+    interceptors: Sequence[WorkerInterceptor] = (),
+    namespace: Optional[str] = None,
 ) -> str:
     """Execute one leased activity task; returns the outcome name (for metrics and logs)."""
     task_id = str(task.get("task_id", ""))
@@ -156,10 +163,19 @@ def run_activity_task(
         cancel=inflight.cancel,
     )
     inflight.on_abandon(ctx._mark_abandoned)
+    activity_fn = fn
+
+    def call_activity(context: ActivityInterceptorContext) -> Any:
+        return activity_fn(*context.args)
+
+    execute = chain(interceptors, "execute_activity", call_activity, none_allowed=True)
     activity_api._set_context(ctx)
     try:
         try:
-            result = fn(*args)
+            result = execute(ActivityInterceptorContext(
+                worker_id=worker_id, task_queue=task_queue, task=task, activity_type=activity_type,
+                args=tuple(args), namespace=namespace,
+            ))
         finally:
             # A heartbeat refusal the code caught still ends the attempt's authority.
             ctx.raise_if_cannot_continue()

@@ -27,11 +27,13 @@ from ..cancel import CancelToken
 from ..errors import (
     WorkerShutdown,
 )
+from ..interceptors import WorkerInterceptor
 from . import workflow_support
 from .activities import activity_map, run_activity_task
 from .backend import ConcurrencyBackend, SchedulerMonitor, TaskHandle, backend_for_pool, default_pool
 from .deregistration import deregister
 from .inflight import InflightSet, InflightTask
+from .interception import checked_interceptors
 from .metrics import TASK_DURATION, TASKS, MetricsRecorder, NoopMetrics
 from .pollers import Poller, poll_timeout_seconds
 from .registration import (
@@ -91,7 +93,7 @@ class Worker:
         shutdown_timeout: float = 30.0,
         heartbeat_interval: float = 60.0,
         metrics: Optional[MetricsRecorder] = None,
-        interceptors: Sequence[Any] = (),
+        interceptors: Sequence[WorkerInterceptor] = (),
         pool: Optional[str] = None,
     ) -> None:
         if not isinstance(task_queue, str) or not task_queue:
@@ -113,8 +115,7 @@ class Worker:
         if callable(ensure_capacity):
             ensure_capacity(self.max_concurrent_workflow_tasks + self.max_concurrent_activity_tasks + 6)
         self.metrics: MetricsRecorder = metrics if metrics is not None else NoopMetrics()
-        # Kept for API compatibility; no interceptor hook is applied by this runtime yet.
-        self.interceptors = tuple(interceptors)
+        self.interceptors = checked_interceptors(interceptors)
         self.backend: ConcurrencyBackend = backend_for_pool(pool if pool is not None else default_pool())
         self.pool = self.backend.name
         activity_api._install_local(self.backend.name, self.backend.local)
@@ -130,6 +131,7 @@ class Worker:
         self._process_metrics = ProcessMetrics()
 
         namespace = str(getattr(client, "namespace", "default"))
+        self._namespace: Optional[str] = getattr(client, "namespace", None)
         self._board = StatusBoard(self.worker_id, namespace, task_queue, self.backend.monotonic,
                                   self.backend.native_lock)
         self._monitor: Optional[SchedulerMonitor] = self.backend.scheduler_monitor()
@@ -457,7 +459,8 @@ class Worker:
         assert slot is not None
         self._spawn_task("activity", task, slot, lambda inflight: run_activity_task(
             client=self.client, task=task, activities=self.activities, worker_id=self.worker_id,
-            task_queue=self.task_queue, inflight=inflight,
+            task_queue=self.task_queue, inflight=inflight, interceptors=self.interceptors,
+            namespace=self._namespace,
         ))
 
     def _dispatch_workflow(self, task: Dict[str, Any], slot: Optional[Slot]) -> None:
@@ -465,14 +468,15 @@ class Worker:
         self._spawn_task("workflow", task, slot, lambda inflight: run_workflow_task(
             client=self.client, task=task, registry=self.workflows.registry(), worker_id=self.worker_id,
             task_queue=self.task_queue, inflight=inflight, sleep=self.backend.sleep,
-            executor=self._workflow_executor,
+            executor=self._workflow_executor, interceptors=self.interceptors, namespace=self._namespace,
         ))
 
     def _run_query(self, task: Dict[str, Any], slot: Optional[Slot]) -> None:
         started = self.backend.monotonic()
         outcome = run_query_task(client=self._query_client, task=task, registry=self.workflows.registry(),
                                  worker_id=self.worker_id, cancel=self._poll_cancel,
-                                 executor=self._query_executor)
+                                 executor=self._query_executor, interceptors=self.interceptors,
+                                 task_queue=self.task_queue, namespace=self._namespace)
         tags = {"task_kind": "query", "task_queue": self.task_queue, "outcome": outcome}
         self.metrics.increment(TASKS, 1.0, tags)
         self.metrics.record(TASK_DURATION, self.backend.monotonic() - started, tags)

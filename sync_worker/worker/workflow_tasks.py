@@ -4,16 +4,21 @@ The replayer itself is pure (``sync_worker.workflow.task``); this module pages i
 history, calls it, and talks to the server: completion with the §4.5 retries, the benign
 ``WorkflowTaskWaitingForHistory`` fail for an empty command list, and the "completion
 failed after commands were produced" fail unless the refusal is a fencing reason.
+
+Worker interceptors wrap history loading plus replay (``execute_workflow_task``) and the
+query handler (``execute_query_task``); what they raise fails the task or the query.
 """
 
 from __future__ import annotations
 
 import logging
 import traceback
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ..errors import PayloadError, ServerError, WorkerShutdown
+from ..interceptors import QueryTaskInterceptorContext, WorkerInterceptor, WorkflowTaskInterceptorContext
 from .inflight import InflightTask
+from .interception import chain
 
 __all__ = [
     "COMPLETION_RETRY_DELAYS",
@@ -111,6 +116,8 @@ def run_workflow_task(
     inflight: InflightTask,
     sleep: Callable[[float], None],
     executor: Optional[Callable[..., Any]] = None,
+    interceptors: Sequence[WorkerInterceptor] = (),
+    namespace: Optional[str] = None,
 ) -> str:
     """Replay one leased workflow task and send its commands; returns the outcome name."""
     task_id = str(task["task_id"])
@@ -131,9 +138,15 @@ def run_workflow_task(
             return False
         return True
 
+    def execute(context: WorkflowTaskInterceptorContext) -> Any:
+        events = load_history(client, context.task, worker_id, cancel)
+        replay = executor or _default_executor()
+        return replay(registry, dict(context.task), events, task_queue=task_queue)
+
     try:
-        events = load_history(client, task, worker_id, cancel)
-        outcome = (executor or _default_executor())(registry, dict(task), events, task_queue=task_queue)
+        outcome = chain(interceptors, "execute_workflow_task", execute, none_allowed=False)(
+            WorkflowTaskInterceptorContext(worker_id=worker_id, task_queue=task_queue, task=task,
+                                           namespace=namespace))
     except WorkerShutdown:
         return "abandoned"
     except Exception as error:
@@ -188,13 +201,20 @@ def run_query_task(
     worker_id: str,
     cancel: Any,
     executor: Optional[Callable[..., Any]] = None,
+    interceptors: Sequence[WorkerInterceptor] = (),
+    task_queue: str = "",
+    namespace: Optional[str] = None,
 ) -> str:
     """Answer one leased query task; returns the outcome name."""
     query_task_id = str(task.get("query_task_id", ""))
     raw_attempt = task.get("query_task_attempt", 1)
     attempt = raw_attempt if isinstance(raw_attempt, int) and not isinstance(raw_attempt, bool) else 1
+    def execute(context: QueryTaskInterceptorContext) -> Any:
+        return (executor or _default_query_executor())(registry, dict(context.task))
+
     try:
-        outcome = (executor or _default_query_executor())(registry, dict(task))
+        outcome = chain(interceptors, "execute_query_task", execute, none_allowed=False)(
+            QueryTaskInterceptorContext(worker_id=worker_id, task_queue=task_queue, task=task, namespace=namespace))
         failure = getattr(outcome, "failure", None)
     except Exception as error:
         logger.exception("query task %s could not be executed", query_task_id)

@@ -16,6 +16,7 @@ EXPECTED = {
     "WorkerStatus", "WorkflowAlreadyStarted", "WorkflowCancelled", "WorkflowExecution", "WorkflowFailed",
     "WorkflowHandle", "WorkflowNotFound", "WorkflowTerminated", "WorkflowTimedOut", "__version__",
     "activity", "errors", "payloads", "workflow",
+    "WorkerInterceptor", "PassthroughWorkerInterceptor", "ActivityInterceptorContext",
 }
 
 
