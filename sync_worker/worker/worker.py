@@ -23,6 +23,7 @@ import uuid
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from .. import activity as activity_api
+from .. import health
 from ..cancel import CancelToken
 from ..errors import (
     WorkerShutdown,
@@ -275,6 +276,7 @@ class Worker:
                 self._shutdown_error = error
             finally:
                 self._stop_monitor()
+                health.unregister(self)
                 self._shutdown_done.set()
         else:
             while not self._shutdown_done.wait(_SUPERVISOR_TICK_SECONDS):
@@ -291,6 +293,7 @@ class Worker:
             if self._shutdown_started:
                 raise RuntimeError(f"worker {self.worker_id} was stopped before it ran; create a new Worker")
             self._run_started = True
+        health.register(self)
         self._board.tick()
         if self._monitor is not None:
             self._monitor.start()
