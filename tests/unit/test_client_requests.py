@@ -216,7 +216,7 @@ def test_discovery_prefers_worker_token_and_caches() -> None:
     (500, "<html>oops</html>", "", errors.ServerError),
 ])
 def test_status_mapping(status: int, body: Any, operation: str, expected: type) -> None:
-    from sync_worker._http import raise_for_status
+    from sync_worker.client.transport import raise_for_status
 
     with pytest.raises(errors.ServerError) as caught:
         raise_for_status(status, body, route="/x", operation=operation)

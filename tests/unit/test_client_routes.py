@@ -212,7 +212,7 @@ def test_registration_and_heartbeat_pass_the_runtime_body(client: Client) -> Non
 
 
 def test_ids_are_percent_encoded_in_paths() -> None:
-    from sync_worker._client_base import segment
+    from sync_worker.client.base import segment
 
     assert segment("order-231") == "order-231"
     assert segment("a/b c") == "a%2Fb%20c"

@@ -35,8 +35,8 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from . import errors
-from .cancel import CancelToken
+from .. import errors
+from ..cancel import CancelToken
 
 logger = logging.getLogger("sync_worker.http")
 

@@ -12,7 +12,7 @@ from typing import Any, List, Optional
 
 import click
 
-from . import __version__
+from .. import __version__
 
 # name -> "module:attribute" of a click.Command
 _COMMANDS = {

@@ -11,9 +11,9 @@ import threading
 from typing import Any, Dict, Mapping, Optional
 from urllib.parse import quote, urlsplit
 
-from . import errors
-from ._http import POLL_ACCEPT, RetryMode, RetryPolicy, Transport
-from .cancel import CancelToken
+from .. import errors
+from ..cancel import CancelToken
+from .transport import POLL_ACCEPT, RetryMode, RetryPolicy, Transport
 
 PROTOCOL_VERSION = "1.20"
 MINIMUM_WORKER_PROTOCOL_VERSION = "1.19"
@@ -222,6 +222,6 @@ class ClientBase:
 
     def failure_report_limit(self) -> int:
         """The request budget failure reports are bounded to (never above 1 MiB)."""
-        from .failure_reports import effective_limit
+        from ..failure_reports import effective_limit
 
         return effective_limit(self.failure_report_limit_bytes, self.server_max_payload_bytes())

@@ -11,14 +11,14 @@ A ``Client`` is safe to share between threads (and greenlets under gevent)::
 
 from __future__ import annotations
 
-from ._client_base import (
+from .base import (
     CONTROL_PLANE_VERSION,
     MINIMUM_WORKER_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
     SDK_VERSION,
 )
-from ._control_plane import ControlPlane, WorkflowExecution, WorkflowHandle, WorkflowList
-from ._worker_plane import WorkerPlane
+from .control_plane import ControlPlane, WorkflowExecution, WorkflowHandle, WorkflowList
+from .worker_plane import WorkerPlane
 
 __all__ = [
     "CONTROL_PLANE_VERSION",

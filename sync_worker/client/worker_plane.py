@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional
 
-from . import errors, payloads
-from ._client_base import PROTOCOL_VERSION, ClientBase, segment
-from ._http import RetryMode
-from ._negotiation import compatibility_problems
-from .cancel import CancelToken
+from .. import errors, payloads
+from ..cancel import CancelToken
+from .base import PROTOCOL_VERSION, ClientBase, segment
+from .negotiation import compatibility_problems
+from .transport import RetryMode
 
 MAX_POLL_SECONDS = 60
 
@@ -331,7 +331,7 @@ class WorkerPlane(ClientBase):
         route = f"/worker/{kind}/{{taskId}}/{action}"
         path = f"/worker/{kind}/{segment(task_id)}/{action}"
         if bound:
-            from .failure_reports import bound_request
+            from ..failure_reports import bound_request
 
             body = bound_request(path, body, limit_bytes=self.failure_report_limit())
         return self._dict(self._call("worker", "POST", path, route=route, body=body, cancel=cancel,

@@ -13,11 +13,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
-from . import errors, payloads
-from ._client_base import ClientBase, segment
-from ._http import RetryMode
-from ._negotiation import update_wait_for_values
-from .cancel import CancelToken
+from .. import errors, payloads
+from ..cancel import CancelToken
+from .base import ClientBase, segment
+from .negotiation import update_wait_for_values
+from .transport import RetryMode
 
 TERMINAL_STATUSES = frozenset({"completed", "failed", "terminated", "canceled", "cancelled", "timed_out"})
 
