@@ -14,6 +14,7 @@ from .lifecycle import close_run
 from .payload_checks import check_payload
 from .store import Row
 from .util import TERMINAL_STATUSES, ApiError, iso, new_id, now, ordered_id
+from .validation import whole_duration
 
 _OPEN = ("ready", "leased", "backoff")
 _TIMEOUT_KEYS = ("start_to_close", "schedule_to_start", "schedule_to_close", "heartbeat")
@@ -102,8 +103,10 @@ def claim(engine: Engine, namespace: str, queue: str, worker_id: str) -> Optiona
     return act
 
 
-def _find_attempt(engine: Engine, task_id: str, body: Dict[str, Any], operation: str) -> Row:
-    found = engine.store.select("activities", "task_id = ?", (task_id,), limit=1)
+def _find_attempt(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any], operation: str) -> Row:
+    # Scoped by namespace like every other lookup: a task leased in one namespace does not exist
+    # for a caller that names another.
+    found = engine.store.select("activities", "task_id = ? AND namespace = ?", (task_id, namespace), limit=1)
     if not found:
         raise ApiError(404, "task_not_found", f"activity task {task_id} was not found", task_id=task_id)
     act = found[0]
@@ -147,7 +150,7 @@ def complete(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any])
     stored = _stored_receipt(engine, namespace, key, "complete")
     if stored is not None:
         return stored
-    act = _find_attempt(engine, task_id, body, "completion")
+    act = _find_attempt(engine, namespace, task_id, body, "completion")
     check_payload(body.get("result"), "result", codec=body.get("payload_codec") or None)
     act.update({"state": "done", "result": body.get("result"), "closed_at": now(), "due_at": None})
     engine.store.put("activities", act)
@@ -162,7 +165,7 @@ def fail(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> 
     stored = _stored_receipt(engine, namespace, key, "fail")
     if stored is not None:
         return stored
-    act = _find_attempt(engine, task_id, body, "failure")
+    act = _find_attempt(engine, namespace, task_id, body, "failure")
     failure = body.get("failure")
     if not isinstance(failure, dict):
         raise ApiError(422, "validation_failed", "failure must be an object",
@@ -175,15 +178,15 @@ def fail(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> 
     return receipt
 
 
-def heartbeat(engine: Engine, task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
-    found = engine.store.select("activities", "task_id = ?", (task_id,), limit=1)
+def heartbeat(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
+    found = engine.store.select("activities", "task_id = ? AND namespace = ?", (task_id, namespace), limit=1)
     if found and found[0]["state"] == "cancelled" and \
             (body.get("activity_attempt_id") or body.get("attempt_id")) == found[0]["attempt_id"]:
         act = found[0]
         return {"task_id": task_id, "activity_attempt_id": act["attempt_id"], "cancel_requested": True,
                 "can_continue": False, "reason": "run_closed", "stop_reason": act.get("cancel_reason"),
                 "heartbeat_recorded": False}
-    act = _find_attempt(engine, task_id, body, "heartbeat")
+    act = _find_attempt(engine, namespace, task_id, body, "heartbeat")
     act["last_heartbeat_at"] = now()
     if isinstance(body.get("details"), dict):
         act["heartbeat_details"] = body["details"]
@@ -301,11 +304,7 @@ def on_due(engine: Engine, act: Row) -> None:
 def timeouts_from(body: Dict[str, Any], suffix: str = "") -> Dict[str, Optional[int]]:
     out: Dict[str, Optional[int]] = {}
     for key in _TIMEOUT_KEYS:
-        value = body.get(f"{key}_timeout{suffix}")
-        if value is not None:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ApiError(422, "validation_failed", f"{key}_timeout{suffix} must be a positive number",
-                               errors={f"{key}_timeout{suffix}": ["must be positive"]},
-                               validation_errors={f"{key}_timeout{suffix}": ["must be positive"]})
-            out[key] = int(value) if float(value).is_integer() else int(value) + 1
+        seconds = whole_duration(body.get(f"{key}_timeout{suffix}"), f"{key}_timeout{suffix}", exclusive=True)
+        if seconds is not None:
+            out[key] = seconds
     return out

@@ -49,16 +49,45 @@ def _check_control_version(value: Optional[str]) -> None:
                        requested_version=value, supported_version=CONTROL_PLANE_VERSION)
 
 
+def _matches(supplied: bytes, token: Optional[str]) -> bool:
+    return token is not None and hmac.compare_digest(supplied, f"Bearer {token}".encode())
+
+
+def authenticate(plane: str, headers: Any, *, token: Optional[str], worker_token: Optional[str] = None,
+                 control_token: Optional[str] = None) -> None:
+    """Check the bearer credential for ``plane``, as the real server's role tokens do.
+
+    ``token`` (the shared development credential) opens every plane; ``worker_token`` opens the
+    worker plane and discovery; ``control_token`` (the server's operator role) opens the control
+    plane and discovery. A known credential used on the wrong plane is a 403; an unknown or
+    missing one a 401. With no credential configured the server is open.
+    """
+    if token is None and worker_token is None and control_token is None:
+        return
+    supplied = (headers.get("Authorization") or "").encode("utf-8", "replace")
+    if _matches(supplied, token):
+        return
+    if _matches(supplied, worker_token):
+        if plane in ("worker", "discovery"):
+            return
+        raise ApiError(403, "forbidden", "the worker credential cannot call the control plane; "
+                       "use the control-plane (operator) token", plane=plane, role="worker")
+    if _matches(supplied, control_token):
+        if plane in ("control", "discovery"):
+            return
+        raise ApiError(403, "forbidden", "the control-plane credential cannot call the worker plane; "
+                       "use the worker token", plane=plane, role="operator")
+    raise ApiError(401, "unauthorized", "missing or invalid bearer token", plane=plane)
+
+
 def admit(path: str, headers: Any, query: Mapping[str, str], *, token: Optional[str],
-          namespaces: Tuple[str, ...]) -> Tuple[str, str]:
+          namespaces: Tuple[str, ...], worker_token: Optional[str] = None,
+          control_token: Optional[str] = None) -> Tuple[str, str]:
     """Return ``(plane, namespace)`` or raise the first refusal."""
     plane = plane_of(path)
     if plane == "open":
         return plane, "default"
-    if token is not None:
-        supplied = headers.get("Authorization") or ""
-        if not hmac.compare_digest(supplied.encode("utf-8", "replace"), f"Bearer {token}".encode()):
-            raise ApiError(401, "unauthorized", "missing or invalid bearer token", plane=plane)
+    authenticate(plane, headers, token=token, worker_token=worker_token, control_token=control_token)
     if plane == "worker":
         _check_worker_version(headers.get(PROTOCOL_HEADER))
     elif plane == "control":

@@ -20,6 +20,7 @@ from .queries import QueryBroker
 from .routes import Request, Routes
 from .timers import Scheduler
 from .util import ApiError
+from .validation import parse_json_body
 
 log = logging.getLogger("sync_worker.devserver")
 
@@ -166,13 +167,7 @@ class _Handler(BaseHTTPRequestHandler):
         if content_type != "application/json" and not content_type.endswith("+json"):
             raise ApiError(415, "unsupported_media_type", "request bodies must be application/json",
                            content_type=content_type or None)
-        try:
-            parsed = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise ApiError(400, "malformed_json", "request body is not valid JSON") from None
-        if not isinstance(parsed, dict):
-            raise ApiError(400, "malformed_json", "request body must be a JSON object")
-        return parsed
+        return parse_json_body(data)
 
     def _client_connected(self) -> bool:
         """False once the peer closed its end (a hung-up long poll must not take a lease)."""
@@ -211,8 +206,9 @@ class _Handler(BaseHTTPRequestHandler):
             parts = urlsplit(self.path)
             path = unquote(parts.path)
             query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-            plane, namespace = admit(path, self.headers, query, token=engine.config.token,
-                                     namespaces=engine.namespaces)
+            config = engine.config
+            plane, namespace = admit(path, self.headers, query, token=config.token, namespaces=engine.namespaces,
+                                     worker_token=config.worker_token, control_token=config.control_token)
             if plane == "worker":
                 extra_headers["X-Durable-Workflow-Protocol-Version"] = WORKER_PROTOCOL_VERSION
             handler, params, known = routes.match(method, path)
@@ -244,6 +240,8 @@ class DevServer:
     """An embedded Durable Workflow server for development and tests (not for production).
 
     ``DevServer(port=0, db=":memory:", token=None, namespaces=("default",), host="127.0.0.1")``;
+    ``worker_token`` / ``control_token`` add the real server's role credentials (a worker token
+    cannot start or terminate workflows; a control token cannot poll);
     use it as a context manager or call :meth:`start` / :meth:`stop`. :attr:`url` is the origin
     the SDK clients take (they add ``/api``).
     """
@@ -254,9 +252,11 @@ class DevServer:
                  activity_task_lease_seconds: float = 300.0, query_timeout_seconds: float = 10.0,
                  tick_seconds: float = 0.05, heartbeat_interval_seconds: int = 60,
                  stale_after_seconds: int = 120, max_request_bytes: int = 4 * 1024 * 1024,
-                 max_payload_bytes: int = 2 * 1024 * 1024, enforce_workflow_timeouts: bool = True) -> None:
+                 max_payload_bytes: int = 2 * 1024 * 1024, enforce_workflow_timeouts: bool = True,
+                 worker_token: Optional[str] = None, control_token: Optional[str] = None) -> None:
         self.config = Config(
-            namespaces=tuple(namespaces), token=token, long_poll_max_seconds=long_poll_max_seconds,
+            namespaces=tuple(namespaces), token=token, worker_token=worker_token, control_token=control_token,
+            long_poll_max_seconds=long_poll_max_seconds,
             workflow_task_lease_seconds=workflow_task_lease_seconds,
             activity_task_lease_seconds=activity_task_lease_seconds, query_timeout_seconds=query_timeout_seconds,
             tick_seconds=tick_seconds, heartbeat_interval_seconds=heartbeat_interval_seconds,

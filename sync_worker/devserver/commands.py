@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from . import activities, memo
+from . import activities, memo, validation
 from .engine import Engine
 from .lifecycle import close_run
 from .payload_checks import check_payload
@@ -29,8 +29,12 @@ def _int(cmd: Dict[str, Any], key: str, index: int, *, required: bool = False) -
     value = cmd.get(key)
     if value is None and not required:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _bad(index, f"{key} must be a number")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _bad(index, f"{key} must be a whole number")
+
+
+def _seconds(cmd: Dict[str, Any], key: str, index: int, *, required: bool = False, positive: bool = False) -> None:
+    validation.duration(cmd.get(key), f"commands.{index}.{key}", required=required, exclusive=positive)
 
 
 def validate(commands: Any) -> List[Dict[str, Any]]:
@@ -52,13 +56,12 @@ def validate(commands: Any) -> List[Dict[str, Any]]:
             if not isinstance(cmd.get(name_key), str) or not cmd.get(name_key):
                 raise _bad(i, f"{name_key} must be a non-empty string")
             check_payload(cmd.get("arguments"), f"commands.{i}.arguments", codec=codec)
-            if cmd.get("retry_policy") is not None and not isinstance(cmd.get("retry_policy"), dict):
-                raise _bad(i, "retry_policy must be an object")
+            validation.retry_policy(cmd.get("retry_policy"), f"commands.{i}.retry_policy")
             for key in ("start_to_close_timeout", "schedule_to_start_timeout", "schedule_to_close_timeout",
                         "heartbeat_timeout", "execution_timeout_seconds", "run_timeout_seconds"):
-                _int(cmd, key, i)
+                _seconds(cmd, key, i, positive=True)
         elif kind == "start_timer":
-            _int(cmd, "delay_seconds", i, required=True)
+            _seconds(cmd, "delay_seconds", i, required=True)
         elif kind in ("complete_workflow", "complete_update"):
             check_payload(cmd.get("result"), f"commands.{i}.result", codec=codec)
         elif kind == "continue_as_new":
@@ -74,7 +77,7 @@ def validate(commands: Any) -> List[Dict[str, Any]]:
             if not isinstance(cmd.get("attributes"), dict):
                 raise _bad(i, "attributes must be an object")
         elif kind == "open_condition_wait":
-            _int(cmd, "timeout_seconds", i)
+            _seconds(cmd, "timeout_seconds", i)
         elif kind == "upsert_memo":
             memo.validate(cmd, f"commands.{i}")
         elif kind == "record_local_activity":

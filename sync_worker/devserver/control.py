@@ -16,12 +16,13 @@ from .util import (
     ApiError,
     iso,
     new_id,
-    optional_int,
     page_token,
     parse_page_token,
     require_safe_id,
     require_str,
 )
+from .validation import retry_policy as validate_retry_policy
+from .validation import whole_duration
 
 STANDALONE_TYPE = "durable-workflow.standalone-activity"
 
@@ -69,8 +70,8 @@ def start_workflow(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict
     check_payload(body.get("input"), "input", codec=body.get("payload_codec"))
     memo = _body_dict(body.get("memo"), "memo")
     attributes = _body_dict(body.get("search_attributes"), "search_attributes")
-    execution_timeout = optional_int(body, "execution_timeout_seconds", minimum=1)
-    run_timeout = optional_int(body, "run_timeout_seconds", minimum=1)
+    execution_timeout = whole_duration(body.get("execution_timeout_seconds"), "execution_timeout_seconds", minimum=1)
+    run_timeout = whole_duration(body.get("run_timeout_seconds"), "run_timeout_seconds", minimum=1)
     policy = str(body.get("duplicate_policy") or "fail").replace("_", "-")
     existing = engine.current_run(namespace, workflow_id)
     if existing is not None and existing["status"] not in TERMINAL_STATUSES:
@@ -205,11 +206,7 @@ def start_activity(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict
     require_safe_id(activity_id, "activity_id")
     assert activity_type is not None and task_queue is not None
     check_payload(body.get("input"), "input", codec=body.get("payload_codec"))
-    retry_policy = body.get("retry_policy")
-    if retry_policy is not None and not isinstance(retry_policy, dict):
-        raise ApiError(422, "validation_failed", "retry_policy must be an object",
-                       errors={"retry_policy": ["must be an object"]},
-                       validation_errors={"retry_policy": ["must be an object"]})
+    retry_policy = validate_retry_policy(body.get("retry_policy"))
     timeouts = activities.timeouts_from(body, "_seconds")
     existing = engine.current_run(namespace, activity_id)
     if existing is not None and existing["status"] not in TERMINAL_STATUSES:

@@ -26,6 +26,8 @@ class Config:
 
     namespaces: Tuple[str, ...] = ("default",)
     token: Optional[str] = None
+    worker_token: Optional[str] = None
+    control_token: Optional[str] = None
     long_poll_max_seconds: float = 60.0
     workflow_task_lease_seconds: float = 60.0
     activity_task_lease_seconds: float = 300.0

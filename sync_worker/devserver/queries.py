@@ -89,9 +89,9 @@ class QueryBroker:
             }
         return None
 
-    def _leased(self, query_task_id: str, body: Dict[str, Any]) -> _QueryTask:
+    def _leased(self, query_task_id: str, body: Dict[str, Any], namespace: Optional[str]) -> _QueryTask:
         task = self._by_id.get(query_task_id)
-        if task is None or task.done.is_set():
+        if task is None or task.done.is_set() or (namespace is not None and task.namespace != namespace):
             raise ApiError(404, "query_task_not_found", f"query task {query_task_id} was not found or has ended")
         if task.state != "leased":
             raise ApiError(409, "query_task_not_leased", f"query task {query_task_id} is not leased")
@@ -103,11 +103,12 @@ class QueryBroker:
             raise ApiError(409, "query_task_timed_out", f"query task {query_task_id} timed out")
         return task
 
-    def complete(self, query_task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
+    def complete(self, query_task_id: str, body: Dict[str, Any], *, namespace: Optional[str] = None
+                 ) -> Dict[str, Any]:
         from .payload_checks import check_payload
 
         with self.engine.lock:
-            task = self._leased(query_task_id, body)
+            task = self._leased(query_task_id, body, namespace)
             envelope = body.get("result_envelope")
             if envelope is not None:
                 check_payload(envelope, "result_envelope")
@@ -115,9 +116,9 @@ class QueryBroker:
             task.done.set()
         return {"query_task_id": query_task_id, "outcome": "completed"}
 
-    def fail(self, query_task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
+    def fail(self, query_task_id: str, body: Dict[str, Any], *, namespace: Optional[str] = None) -> Dict[str, Any]:
         with self.engine.lock:
-            task = self._leased(query_task_id, body)
+            task = self._leased(query_task_id, body, namespace)
             failure = body.get("failure") if isinstance(body.get("failure"), dict) else {}
             task.outcome = {"kind": "failed", "failure": failure}
             task.done.set()

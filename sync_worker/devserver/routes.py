@@ -173,19 +173,17 @@ def _wft(op: Callable[..., Dict[str, Any]]) -> Handler:
 
 def _act(op: str) -> Handler:
     def handler(r: Routes, req: Request) -> Tuple[int, Any]:
-        if op == "heartbeat":
-            return _tx(r, lambda: activities.heartbeat(r.engine, req.params["task_id"], req.body))
-        fn = activities.complete if op == "complete" else activities.fail
+        fn = {"complete": activities.complete, "fail": activities.fail, "heartbeat": activities.heartbeat}[op]
         return _tx(r, lambda: fn(r.engine, req.namespace, req.params["task_id"], req.body))
     return handler
 
 
 def _query_complete(r: Routes, req: Request) -> Tuple[int, Any]:
-    return 200, r.broker.complete(req.params["task_id"], req.body)
+    return 200, r.broker.complete(req.params["task_id"], req.body, namespace=req.namespace)
 
 
 def _query_fail(r: Routes, req: Request) -> Tuple[int, Any]:
-    return 200, r.broker.fail(req.params["task_id"], req.body)
+    return 200, r.broker.fail(req.params["task_id"], req.body, namespace=req.namespace)
 
 
 # -- control plane -------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from .engine import Engine
 from .payload_checks import check_payload
 from .store import Row
 from .util import TERMINAL_STATUSES, ApiError, new_id
+from .validation import duration
 
 _WAIT_FOR = ("accepted", "completed")
 
@@ -26,8 +27,8 @@ def submit(engine: Engine, namespace: str, workflow_id: str, run_id: Optional[st
         raise ApiError(422, "validation_failed", f"wait_for must be one of {list(_WAIT_FOR)}",
                        errors={"wait_for": ["invalid"]}, validation_errors={"wait_for": ["invalid"]})
     raw_timeout = body.get("wait_timeout_seconds")
-    wait_timeout = float(raw_timeout) if isinstance(raw_timeout, (int, float)) and not isinstance(raw_timeout, bool) \
-        else 30.0
+    seconds = duration(raw_timeout, "wait_timeout_seconds")
+    wait_timeout = 30.0 if seconds is None else min(seconds, 3600.0)
     arguments = body.get("input", body.get("arguments"))
     check_payload(arguments, "input", codec=body.get("payload_codec"))
     request_id = body.get("request_id")

@@ -24,7 +24,15 @@ def iso(ts: Optional[float]) -> Optional[str]:
     """UTC ISO-8601 with exactly six fractional digits and ``Z`` (what the SDK parses strictly)."""
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    try:
+        return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    except (OverflowError, OSError, ValueError):
+        # A deadline stored by an older server past year 9999 (or NaN) must not break every read.
+        return _LAST_INSTANT if not ts < 0 else _FIRST_INSTANT
+
+
+_LAST_INSTANT = "9999-12-31T23:59:59.999999Z"
+_FIRST_INSTANT = "1970-01-01T00:00:00.000000Z"
 
 
 def new_id(prefix: str) -> str:
