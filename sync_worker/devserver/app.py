@@ -19,10 +19,13 @@ from .engine import Config, Engine
 from .queries import QueryBroker
 from .routes import Request, Routes
 from .timers import Scheduler
+from .ui import UI, UiResponse
 from .util import ApiError
 from .validation import parse_json_body
 
 log = logging.getLogger("sync_worker.devserver")
+
+_UI_MAX_FORM_BYTES = 256 * 1024
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -32,6 +35,7 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def __init__(self, address: Tuple[str, int], routes: Routes) -> None:
         self.routes = routes
+        self.ui = UI(routes.engine, routes.engine.config.token)
         self.open_connections: Set[socket.socket] = set()
         self.handler_threads: List[threading.Thread] = []
         self.conn_lock = threading.Lock()
@@ -197,7 +201,44 @@ class _Handler(BaseHTTPRequestHandler):
             self.rfile.read(length)
         self._body_read = True
 
+    def _serve_ui(self, method: str, path: str, query: str) -> None:
+        """``/ui``: the web UI (HTML pages and form posts, not the JSON API)."""
+        body = b""
+        try:
+            length = int(self.headers.get("Content-Length") or "0")
+        except ValueError:
+            length = -1
+        if self.headers.get("Transfer-Encoding") or length < 0 or length > _UI_MAX_FORM_BYTES:
+            self.close_connection = True
+            response = UiResponse(413, b"form too large", content_type="text/plain; charset=utf-8")
+        else:
+            body = self.rfile.read(length) if length else b""
+            try:
+                response = self.server.ui.handle(method, path, query, self.headers, body)
+            except Exception:
+                log.exception("dev server UI bug while handling %s %s", method, self.path)
+                self.close_connection = True
+                response = UiResponse(500, b"internal error in the dev server UI", content_type="text/plain")
+        self.send_response(response.status)
+        self.send_header("Content-Type", response.content_type)
+        self.send_header("Content-Length", str(len(response.body)))
+        for key, value in response.headers:
+            self.send_header(key, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if method != "HEAD":
+            self.wfile.write(response.body)
+        self.wfile.flush()
+
     def _dispatch(self, method: str) -> None:
+        parts = urlsplit(self.path)
+        if parts.path == "/ui" or parts.path.startswith("/ui/"):
+            try:
+                self._serve_ui(method, parts.path, parts.query)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+            return
         routes = self.server.routes
         engine = routes.engine
         extra_headers: Dict[str, str] = {}

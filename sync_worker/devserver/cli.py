@@ -67,6 +67,7 @@ def devserver_command(host: str, port: int, db: str, token: Optional[str], worke
         server.start()
         click.echo(f"Durable Workflow dev server listening on {server.url} (db={db}, "
                    f"namespaces={','.join(server.config.namespaces)})", err=True)
+        click.echo(f"Web UI: {server.url}/ui/", err=True)
         while not stop.wait(0.5):
             pass
         click.echo("dev server stopping", err=True)
