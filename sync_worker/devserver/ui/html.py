@@ -91,7 +91,12 @@ def payload_block(payload: Any, *, codec: Optional[str] = "avro", arguments: boo
 
 
 def kv_list(pairs: Iterable[Tuple[str, Any]]) -> Html:
-    items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs)
+    def show(value: Any) -> Html:
+        if isinstance(value, (dict, list)):
+            return esc(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str))
+        return esc(value)
+
+    items = "".join(f"<dt>{esc(k)}</dt><dd>{show(v)}</dd>" for k, v in pairs)
     return Html(f'<dl class="kv">{items}</dl>')
 
 

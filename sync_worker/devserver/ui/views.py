@@ -233,22 +233,25 @@ def workers_page(engine: Engine, namespace: str, query: Dict[str, str]) -> Tuple
 def task_queues_page(engine: Engine, namespace: str, query: Dict[str, str]) -> Tuple[str, Html]:
     queues: Dict[str, Dict[str, int]] = {}
 
-    def bump(queue: Any, key: str) -> None:
+    def bump(queue: Any, key: str, by: int = 1) -> None:
         counts = queues.setdefault(str(queue), {"workers": 0, "workflow_tasks": 0, "activities_ready": 0,
-                                                 "activities_running": 0})
-        counts[key] += 1
+                                                 "activities_running": 0, "open_runs": 0})
+        counts[key] += by
 
     with engine.tx():
-        for w in workers.list_workers(engine, namespace, None, "active")["workers"]:
-            bump(w["task_queue"], "workers")
+        for w in workers.list_workers(engine, namespace, None, None)["workers"]:
+            bump(w["task_queue"], "workers", 1 if w["status"] == "active" else 0)
         for task in engine.store.select("wf_tasks", "namespace = ? AND state = 'ready'", (namespace,)):
             bump(task["task_queue"], "workflow_tasks")
         for act in engine.store.select("activities", "namespace = ? AND state IN ('ready', 'leased')", (namespace,)):
             bump(act["task_queue"], "activities_ready" if act["state"] == "ready" else "activities_running")
-    rows = [[link("/ui/workers", q, namespace=namespace, task_queue=q), c["workers"], c["workflow_tasks"],
-             c["activities_ready"], c["activities_running"]] for q, c in sorted(queues.items())]
-    return "Task queues", table(["Task queue", "Active workers", "Workflow tasks waiting", "Activities waiting",
-                                 "Activities running"], rows, empty="No task queues in use.", css="queues")
+        for run in engine.store.select("runs", "namespace = ? AND is_current = 1", (namespace,)):
+            bump(run["task_queue"], "open_runs", 0 if run["status"] in TERMINAL_STATUSES else 1)
+    rows = [[link("/ui/workers", q, namespace=namespace, task_queue=q), c["workers"], c["open_runs"],
+             c["workflow_tasks"], c["activities_ready"], c["activities_running"]] for q, c in sorted(queues.items())]
+    return "Task queues", table(["Task queue", "Active workers", "Open runs", "Workflow tasks waiting",
+                                 "Activities waiting", "Activities running"], rows, empty="No task queues in use.",
+                                css="queues")
 
 
 def not_found(error: ApiError) -> Html:
