@@ -35,7 +35,7 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def __init__(self, address: Tuple[str, int], routes: Routes) -> None:
         self.routes = routes
-        self.ui = UI(routes.engine, routes.engine.config.token)
+        self.ui = UI(routes.engine)
         self.open_connections: Set[socket.socket] = set()
         self.handler_threads: List[threading.Thread] = []
         self.conn_lock = threading.Lock()

@@ -174,3 +174,14 @@ def test_token_protects_every_page_and_action() -> None:
         status, page, _ = fetch(server.url + "/ui/workflows", headers={"Cookie": cookie})
         assert status == 200 and "secret-run" in page
         assert fetch(server.url + "/ui/workflows", headers={"Cookie": "sw_ui_session=forged"})[0] == 303
+
+
+def test_role_tokens_the_operator_token_signs_in_the_worker_token_does_not() -> None:
+    with DevServer(port=0, db=":memory:", worker_token="w-tok", control_token="c-tok") as server:
+        status, page, _ = fetch(server.url + "/ui/login", form={"token": "w-tok"})
+        assert status == 401 and "not this server" in page and 'id="login-form"' in page
+        status, _, headers = fetch(server.url + "/ui/login", form={"token": "c-tok"})
+        assert status == 303 and headers["Location"] == "/ui/workflows"
+        cookie = headers["Set-Cookie"].split(";", 1)[0]
+        assert "c-tok" not in cookie
+        assert fetch(server.url + "/ui/workflows", headers={"Cookie": cookie})[0] == 200

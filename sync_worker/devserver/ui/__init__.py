@@ -54,9 +54,11 @@ def _redirect(location: str, *extra: Tuple[str, str]) -> UiResponse:
 class UI:
     """Answers every request under ``/ui``; ``handle`` never raises for bad input."""
 
-    def __init__(self, engine: Engine, token: Optional[str]) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.session = Session(token)
+        config = engine.config
+        self.session = Session([config.token, config.control_token],
+                               required=bool(config.token or config.control_token or config.worker_token))
 
     def handle(self, method: str, raw_path: str, query_string: str, headers: Any, body: bytes) -> UiResponse:
         path = unquote(raw_path).rstrip("/") or "/ui"

@@ -2,7 +2,8 @@
 token on every form.
 
 When the dev server runs with a token, nothing but the token prompt renders until the browser
-holds a session cookie derived from that token (an HMAC, never the token itself); the cookie is
+gives a token that opens the control plane and holds the session cookie it gets for it (an HMAC
+keyed by a per-process secret, never the token itself, so a restart signs everyone out); it is
 ``HttpOnly``, ``SameSite=Strict`` and scoped to ``/ui``. Every state-changing form carries a CSRF
 token derived from a per-process secret, checked before the action runs.
 """
@@ -13,7 +14,7 @@ import hashlib
 import hmac
 import secrets
 from http.cookies import SimpleCookie
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 __all__ = ["COOKIE", "Session"]
 
@@ -25,17 +26,17 @@ def _digest(key: str, message: str) -> str:
 
 
 class Session:
-    def __init__(self, token: Optional[str]) -> None:
-        self.token = token
+    """``accepted``: the tokens that open the control plane (the shared development token and the
+    operator token); ``required``: whether the server has any token at all (a worker token alone
+    still closes the control plane, so the UI asks too)."""
+
+    def __init__(self, accepted: Sequence[Optional[str]], *, required: bool) -> None:
+        self.accepted = [t for t in accepted if t]
+        self.required = required
         self._secret = secrets.token_hex(32)
 
-    @property
-    def required(self) -> bool:
-        return bool(self.token)
-
     def cookie_value(self) -> str:
-        assert self.token
-        return _digest(self.token, "sync-worker-ui-session")
+        return _digest(self._secret, "sync-worker-ui-session")
 
     def authenticated(self, headers: Any) -> bool:
         if not self.required:
@@ -52,7 +53,8 @@ class Session:
         return morsel is not None and hmac.compare_digest(morsel.value, self.cookie_value())
 
     def token_matches(self, offered: str) -> bool:
-        return bool(self.token) and hmac.compare_digest(offered.encode("utf-8"), str(self.token).encode("utf-8"))
+        supplied = offered.encode("utf-8")
+        return any(hmac.compare_digest(supplied, token.encode("utf-8")) for token in self.accepted)
 
     def set_cookie_header(self) -> str:
         return f"{COOKIE}={self.cookie_value()}; Path=/ui; HttpOnly; SameSite=Strict"
