@@ -1,0 +1,351 @@
+"""The ``SYNC_WORKER`` settings dict, read lazily and validated in one place.
+
+Nothing here is read at import time: :func:`get_config` reads ``django.conf.settings`` on
+every call, so ``override_settings(SYNC_WORKER={...})`` in a test takes effect at once.
+
+Precedence, highest first: explicit overrides (the management command's flags) > the
+environment variables ``sync-worker run`` reads (``DURABLE_WORKFLOW_SERVER_URL``,
+``DURABLE_WORKFLOW_AUTH_TOKEN``, ``DURABLE_WORKFLOW_NAMESPACE``) > ``settings.SYNC_WORKER``
+> defaults.
+
+:func:`problems` lists every misconfiguration as ``(check id, key, message)``; the system
+checks (:mod:`sync_worker_django.checks`) report them with those ids, and
+:func:`get_config` raises :class:`~django.core.exceptions.ImproperlyConfigured` naming the
+first wrong key, so a worker never starts half-configured.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from urllib.parse import urlsplit
+
+__all__ = [
+    "DEFAULTS",
+    "ENV_VARS",
+    "KEYS",
+    "QueueConfig",
+    "command_overrides",
+    "SETTINGS_NAME",
+    "WorkerConfig",
+    "get_config",
+    "problems",
+    "raw_settings",
+    "set_command_overrides",
+]
+
+SETTINGS_NAME = "SYNC_WORKER"
+
+#: Environment variables (shared with ``sync-worker run``) and the key each overrides.
+ENV_VARS = {
+    "SERVER_URL": "DURABLE_WORKFLOW_SERVER_URL",
+    "TOKEN": "DURABLE_WORKFLOW_AUTH_TOKEN",
+    "NAMESPACE": "DURABLE_WORKFLOW_NAMESPACE",
+}
+
+DEFAULTS: Dict[str, Any] = {
+    "SERVER_URL": None,
+    "TOKEN": None,
+    "CONTROL_TOKEN": None,
+    "WORKER_TOKEN": None,
+    "NAMESPACE": "default",
+    "TASK_QUEUES": ["default"],
+    "POOL": None,  # None: SYNC_WORKER_POOL, else gevent in a patched process, else threads
+    "CONCURRENCY": 10,
+    "WORKFLOW_CONCURRENCY": 10,
+    "SHUTDOWN_TIMEOUT": 30.0,
+    "POLL_TIMEOUT": 35.0,
+    "HEARTBEAT_INTERVAL": 60.0,
+    "BUILD_ID": None,
+    "AUTODISCOVER_MODULES": ["workflows", "activities", "tasks"],
+    "HEALTH_PORT": None,
+    "REQUEST_TIMEOUT": 60.0,
+}
+
+#: Every key the dict accepts (anything else is reported, so typos do not pass silently).
+KEYS = tuple(DEFAULTS)
+
+# check ids, one per kind of mistake (documented in docs/django.md)
+E_NOT_A_DICT = "sync_worker.E001"
+E_UNKNOWN_KEY = "sync_worker.E002"
+E_SERVER_URL = "sync_worker.E003"
+E_TOKEN = "sync_worker.E004"
+E_NAMESPACE = "sync_worker.E005"
+E_TASK_QUEUES = "sync_worker.E006"
+E_POOL = "sync_worker.E007"
+E_NUMBER = "sync_worker.E008"
+E_MODULES = "sync_worker.E009"
+E_HEALTH_PORT = "sync_worker.E010"
+
+_POOLS = ("threads", "gevent")
+_POSITIVE_INTS = ("CONCURRENCY", "WORKFLOW_CONCURRENCY")
+_NON_NEGATIVE_FLOATS = ("SHUTDOWN_TIMEOUT", "POLL_TIMEOUT")
+_POSITIVE_FLOATS = ("HEARTBEAT_INTERVAL", "REQUEST_TIMEOUT")
+_QUEUE_KEYS = ("NAME", "CONCURRENCY", "WORKFLOW_CONCURRENCY")
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """One ``TASK_QUEUES`` entry: the queue and its slot counts."""
+
+    name: str
+    concurrency: int
+    workflow_concurrency: int
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """The resolved configuration (settings, environment and overrides merged, validated)."""
+
+    server_url: Optional[str]
+    token: Optional[str]
+    control_token: Optional[str]
+    worker_token: Optional[str]
+    namespace: str
+    task_queues: Tuple[QueueConfig, ...]
+    pool: Optional[str]
+    shutdown_timeout: float
+    poll_timeout: float
+    heartbeat_interval: float
+    build_id: Optional[str]
+    autodiscover_modules: Tuple[str, ...]
+    health_port: Optional[int]
+    request_timeout: float
+    sources: Dict[str, str] = field(default_factory=dict, compare=False)
+
+    def queue(self, name: str) -> Optional[QueueConfig]:
+        for queue in self.task_queues:
+            if queue.name == name:
+                return queue
+        return None
+
+
+def raw_settings() -> Any:
+    """``settings.SYNC_WORKER`` as written (``{}`` when absent), read now."""
+    from django.conf import settings
+
+    return getattr(settings, SETTINGS_NAME, {})
+
+
+def _merged(overrides: Optional[Mapping[str, Any]], environ: Optional[Mapping[str, str]]
+            ) -> Tuple[Dict[str, Any], Dict[str, str], List[Tuple[str, str, str]]]:
+    found: List[Tuple[str, str, str]] = []
+    raw = raw_settings()
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        found.append((E_NOT_A_DICT, SETTINGS_NAME,
+                      f"settings.{SETTINGS_NAME} must be a dict, not {type(raw).__name__}"))
+        raw = {}
+    for key in raw:
+        if key not in DEFAULTS:
+            found.append((E_UNKNOWN_KEY, str(key),
+                          f"settings.{SETTINGS_NAME} has an unknown key {key!r}; known keys: {', '.join(KEYS)}"))
+    merged = dict(DEFAULTS)
+    sources = {key: "default" for key in DEFAULTS}
+    for key, value in raw.items():
+        if key in DEFAULTS:
+            merged[key] = value
+            sources[key] = f"settings.{SETTINGS_NAME}[{key!r}]"
+    env = os.environ if environ is None else environ
+    for key, variable in ENV_VARS.items():
+        value = env.get(variable)
+        if value:
+            merged[key] = value
+            sources[key] = f"environment variable {variable}"
+    for key, value in (overrides or {}).items():
+        if key not in DEFAULTS:
+            raise KeyError(f"unknown {SETTINGS_NAME} key {key!r}")
+        if value is None:
+            continue
+        if key == "TASK_QUEUES":
+            value = _select_queues(value, merged["TASK_QUEUES"])
+        merged[key] = value
+        sources[key] = "command line"
+    return merged, sources, found
+
+
+def _select_queues(names: Any, configured: Any) -> Any:
+    """``-Q a,b``: keep the settings' per-queue dict of a named queue, else the bare name."""
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    if not isinstance(names, (list, tuple)):
+        return names
+    by_name = {}
+    if isinstance(configured, (list, tuple)):
+        by_name = {e.get("NAME"): e for e in configured if isinstance(e, Mapping)}
+    return [by_name.get(name, name) if isinstance(name, str) else name for name in names]
+
+
+def _queue_problems(value: Any, where: str) -> List[Tuple[str, str, str]]:
+    found: List[Tuple[str, str, str]] = []
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
+        return [(E_TASK_QUEUES, "TASK_QUEUES",
+                 f"TASK_QUEUES ({where}) must be a non-empty list of queue names or dicts, got {value!r}")]
+    names: List[str] = []
+    for index, entry in enumerate(value):
+        if isinstance(entry, Mapping):
+            extra = [k for k in entry if k not in _QUEUE_KEYS]
+            if extra:
+                found.append((E_TASK_QUEUES, "TASK_QUEUES",
+                              f"TASK_QUEUES[{index}] has unknown keys {extra}; use {', '.join(_QUEUE_KEYS)}"))
+            name = entry.get("NAME")
+            for key in ("CONCURRENCY", "WORKFLOW_CONCURRENCY"):
+                if key in entry and not _is_positive_int(entry[key]):
+                    found.append((E_TASK_QUEUES, "TASK_QUEUES",
+                                  f"TASK_QUEUES[{index}][{key!r}] must be a positive int, got {entry[key]!r}"))
+        else:
+            name = entry
+        if not isinstance(name, str) or not name.strip():
+            found.append((E_TASK_QUEUES, "TASK_QUEUES",
+                          f"TASK_QUEUES[{index}] must name a queue (a non-empty string), got {name!r}"))
+            continue
+        if name in names:
+            found.append((E_TASK_QUEUES, "TASK_QUEUES", f"TASK_QUEUES lists {name!r} twice"))
+        names.append(name)
+    return found
+
+
+def _is_positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _as_float(value: Any) -> Optional[float]:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _value_problems(merged: Mapping[str, Any], sources: Mapping[str, str]) -> List[Tuple[str, str, str]]:
+    found: List[Tuple[str, str, str]] = []
+
+    def where(key: str) -> str:
+        return sources.get(key, "default")
+
+    url = merged["SERVER_URL"]
+    if url is None or url == "":
+        found.append((E_SERVER_URL, "SERVER_URL",
+                      f"SERVER_URL is not set: add it to settings.{SETTINGS_NAME} or set "
+                      f"{ENV_VARS['SERVER_URL']} (for example 'http://127.0.0.1:7233')"))
+    elif not isinstance(url, str):
+        found.append((E_SERVER_URL, "SERVER_URL", f"SERVER_URL ({where('SERVER_URL')}) must be a string"))
+    else:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            found.append((E_SERVER_URL, "SERVER_URL",
+                          f"SERVER_URL ({where('SERVER_URL')}) must be an http(s) origin, got {url!r}"))
+        elif parts.path.rstrip("/").endswith("/api"):
+            found.append((E_SERVER_URL, "SERVER_URL",
+                          f"SERVER_URL ({where('SERVER_URL')}) is the server origin; leave out the trailing /api"))
+    for key in ("TOKEN", "CONTROL_TOKEN", "WORKER_TOKEN", "BUILD_ID"):
+        value = merged[key]
+        if value is not None and (not isinstance(value, str) or not value):
+            found.append((E_TOKEN, key, f"{key} ({where(key)}) must be a non-empty string or None"))
+    namespace = merged["NAMESPACE"]
+    if not isinstance(namespace, str) or not namespace:
+        found.append((E_NAMESPACE, "NAMESPACE", f"NAMESPACE ({where('NAMESPACE')}) must be a non-empty string"))
+    found += _queue_problems(merged["TASK_QUEUES"], where("TASK_QUEUES"))
+    pool = merged["POOL"]
+    if pool is not None and pool not in _POOLS:
+        found.append((E_POOL, "POOL", f"POOL ({where('POOL')}) must be 'threads' or 'gevent', got {pool!r}"))
+    for key in _POSITIVE_INTS:
+        if not _is_positive_int(merged[key]):
+            found.append((E_NUMBER, key, f"{key} ({where(key)}) must be a positive int, got {merged[key]!r}"))
+    for key in _NON_NEGATIVE_FLOATS + _POSITIVE_FLOATS:
+        number = _as_float(merged[key])
+        positive = key in _POSITIVE_FLOATS
+        if number is None or (number <= 0 if positive else number < 0):
+            kind = "positive" if positive else "non-negative"
+            found.append((E_NUMBER, key, f"{key} ({where(key)}) must be a {kind} number of seconds, "
+                                         f"got {merged[key]!r}"))
+    modules = merged["AUTODISCOVER_MODULES"]
+    if isinstance(modules, str) or not isinstance(modules, (list, tuple)) or not all(
+            isinstance(m, str) and m and m.replace("_", "a").replace(".", "a").isalnum() for m in modules):
+        found.append((E_MODULES, "AUTODISCOVER_MODULES",
+                      f"AUTODISCOVER_MODULES ({where('AUTODISCOVER_MODULES')}) must be a list of module names "
+                      f"such as ['workflows', 'activities'], got {modules!r}"))
+    port = merged["HEALTH_PORT"]
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535):
+        found.append((E_HEALTH_PORT, "HEALTH_PORT",
+                      f"HEALTH_PORT ({where('HEALTH_PORT')}) must be a port number (0-65535) or None, got {port!r}"))
+    return found
+
+
+#: The running management command's flags, so its system checks judge what it will use.
+_command_overrides: Dict[str, Any] = {}
+
+
+def set_command_overrides(overrides: Mapping[str, Any]) -> None:
+    """Called by ``durable_worker`` before Django runs its system checks."""
+    _command_overrides.clear()
+    _command_overrides.update({k: v for k, v in overrides.items() if v is not None})
+
+
+def command_overrides() -> Dict[str, Any]:
+    return dict(_command_overrides)
+
+
+def problems(overrides: Optional[Mapping[str, Any]] = None,
+             environ: Optional[Mapping[str, str]] = None) -> List[Tuple[str, str, str]]:
+    """Every misconfiguration as ``(check id, key, message)``; empty when the config is usable."""
+    merged, sources, found = _merged(overrides if overrides is not None else _command_overrides, environ)
+    return found + _value_problems(merged, sources)
+
+
+def _queues(value: Sequence[Any], concurrency: int, workflow_concurrency: int,
+            forced: Mapping[str, Any]) -> Tuple[QueueConfig, ...]:
+    """One QueueConfig per entry; a per-queue count wins over the global one, a flag over both."""
+    queues: List[QueueConfig] = []
+    for entry in value:
+        if isinstance(entry, Mapping):
+            act = concurrency if forced.get("CONCURRENCY") else int(entry.get("CONCURRENCY", concurrency))
+            wf = workflow_concurrency if forced.get("WORKFLOW_CONCURRENCY") else int(
+                entry.get("WORKFLOW_CONCURRENCY", workflow_concurrency))
+            queues.append(QueueConfig(str(entry["NAME"]), act, wf))
+        else:
+            queues.append(QueueConfig(str(entry), concurrency, workflow_concurrency))
+    return tuple(queues)
+
+
+def get_config(overrides: Optional[Mapping[str, Any]] = None,
+               environ: Optional[Mapping[str, str]] = None) -> WorkerConfig:
+    """The merged, validated configuration; ``ImproperlyConfigured`` names the first wrong key.
+
+    ``overrides`` uses the settings keys (``{"TASK_QUEUES": ["shop"], "CONCURRENCY": 50}``);
+    ``None`` values are ignored, so a command can pass every flag through unchanged.
+    """
+    from django.core.exceptions import ImproperlyConfigured
+
+    merged, sources, found = _merged(overrides, environ)
+    found += _value_problems(merged, sources)
+    if found:
+        check_id, key, message = found[0]
+        more = f" (and {len(found) - 1} more problem(s); run 'manage.py check')" if len(found) > 1 else ""
+        raise ImproperlyConfigured(f"{SETTINGS_NAME}[{key!r}]: {message} [{check_id}]{more}")
+    concurrency = int(merged["CONCURRENCY"])
+    workflow_concurrency = int(merged["WORKFLOW_CONCURRENCY"])
+    return WorkerConfig(
+        server_url=str(merged["SERVER_URL"]).rstrip("/"),
+        token=merged["TOKEN"],
+        control_token=merged["CONTROL_TOKEN"],
+        worker_token=merged["WORKER_TOKEN"],
+        namespace=str(merged["NAMESPACE"]),
+        task_queues=_queues(merged["TASK_QUEUES"], concurrency, workflow_concurrency, overrides or {}),
+        pool=merged["POOL"],
+        shutdown_timeout=float(merged["SHUTDOWN_TIMEOUT"]),
+        poll_timeout=float(merged["POLL_TIMEOUT"]),
+        heartbeat_interval=float(merged["HEARTBEAT_INTERVAL"]),
+        build_id=merged["BUILD_ID"],
+        autodiscover_modules=tuple(merged["AUTODISCOVER_MODULES"]),
+        health_port=merged["HEALTH_PORT"],
+        request_timeout=float(merged["REQUEST_TIMEOUT"]),
+        sources=sources,
+    )

@@ -1,0 +1,56 @@
+"""``python manage.py durable_devserver``: the embedded development server, with the project's settings.
+
+Binds the host and port of ``SYNC_WORKER['SERVER_URL']`` (flags override), requires
+``SYNC_WORKER['TOKEN']`` when one is set and serves ``SYNC_WORKER['NAMESPACE']``, so
+``durable_worker`` and the web process reach it with no further configuration. Runs until
+SIGINT/SIGTERM. For development and tests only; production points at the real server.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any, Optional
+from urllib.parse import urlsplit
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from sync_worker.devserver import DevServer
+
+from ...conf import raw_settings
+
+
+class Command(BaseCommand):
+    help = "Run the embedded Durable Workflow development server with this project's SYNC_WORKER settings."
+    requires_system_checks: Any = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default=None, help="Interface (default: SERVER_URL's host).")
+        parser.add_argument("--port", type=int, default=None, help="Port (default: SERVER_URL's port; 0: any).")
+        parser.add_argument("--db", default=":memory:", help="SQLite file for durable state (default: memory).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        raw = raw_settings() or {}
+        url = urlsplit(str(raw.get("SERVER_URL") or "http://127.0.0.1:7233"))
+        host: str = options.get("host") or url.hostname or "127.0.0.1"
+        port_option: Optional[int] = options.get("port")
+        port = port_option if port_option is not None else (url.port or 7233)
+        namespace = str(raw.get("NAMESPACE") or "default")
+        stop = threading.Event()
+
+        def on_signal(signum: int, frame: Any) -> None:  # handlers only set a flag
+            stop.set()
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        server = DevServer(port=port, db=options["db"], token=raw.get("TOKEN"), namespaces=(namespace,), host=host)
+        try:
+            server.start()
+            self.stdout.write(f"Durable Workflow dev server listening on {server.url} (db={options['db']}, "
+                              f"namespace={namespace})")
+            self.stdout.flush()
+            while not stop.wait(0.5):
+                pass
+        finally:
+            server.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

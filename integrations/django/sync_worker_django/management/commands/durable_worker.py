@@ -1,0 +1,141 @@
+"""``python manage.py durable_worker``: run the project's workers in the foreground, Celery style.
+
+Flags (each overrides ``settings.SYNC_WORKER`` and the environment variables):
+``-Q/--queues a,b`` task queues (one worker each), ``-c/--concurrency`` activity slots,
+``--workflow-concurrency`` workflow slots, ``-P/--pool threads|gevent``, ``-l/--loglevel``
+(default: from ``--verbosity``), ``--shutdown-timeout`` seconds, ``--health-port``
+(``/healthz`` and ``/readyz``; 0 picks a free port), ``--server-url``, ``--namespace``,
+``--reload`` (development: restart on code changes), ``--no-autodiscover``.
+
+Signals and exit codes are those of ``sync-worker run``: first SIGTERM/SIGINT warm (drain
+within the shutdown timeout, deregister), second cold, SIGQUIT cold; exit 0 clean,
+1 failed, 2 configuration error, 3 drain incomplete, 4 cold stop.
+
+``-P gevent`` re-executes the command in a fresh interpreter patched before Django loads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any, Dict, List, Optional
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from sync_worker.health import HealthServer
+from sync_worker.worker.cli import EXIT_USAGE, serve
+
+from ...conf import get_config, set_command_overrides
+from ...discovery import Discovered, autodiscover
+from ...runner import WorkerGroup, gevent_patched, reexec_patched_for_gevent
+from ...workers import build_workers
+
+logger = logging.getLogger("sync_worker.django.command")
+
+_VERBOSITY_LEVELS = {0: "WARNING", 1: "INFO", 2: "DEBUG", 3: "DEBUG"}
+
+
+class Command(BaseCommand):
+    help = "Run Durable Workflow workers for this project's workflows, activities and django.tasks tasks."
+    requires_system_checks: Any = "__all__"
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("-Q", "--queues", default=None,
+                            help="Comma-separated task queues to serve (default: SYNC_WORKER['TASK_QUEUES']).")
+        parser.add_argument("-c", "--concurrency", type=int, default=None, help="Activity slots per queue.")
+        parser.add_argument("--workflow-concurrency", type=int, default=None, help="Workflow-task slots per queue.")
+        parser.add_argument("-P", "--pool", choices=["threads", "gevent"], default=None,
+                            help="Concurrency pool (default: SYNC_WORKER['POOL'], else threads).")
+        parser.add_argument("-l", "--loglevel", default=None, help="Logging level (default: from --verbosity).")
+        parser.add_argument("--shutdown-timeout", type=float, default=None,
+                            help="Seconds a warm shutdown waits for running tasks.")
+        parser.add_argument("--health-port", type=int, default=None,
+                            help="Serve /healthz and /readyz on this port (0: any free port).")
+        parser.add_argument("--server-url", default=None, help="Server origin (overrides settings and env).")
+        parser.add_argument("--namespace", default=None, help="Namespace (overrides settings and env).")
+        parser.add_argument("--reload", action="store_true",
+                            help="Development: restart when code changes (signals are not handled gracefully).")
+        parser.add_argument("--no-autodiscover", action="store_true",
+                            help="Do not import the apps' workflows/activities/tasks modules.")
+
+    def _overrides(self, options: Dict[str, Any]) -> Dict[str, Any]:
+        queues: Optional[List[str]] = None
+        if options.get("queues"):
+            queues = [q.strip() for q in str(options["queues"]).split(",") if q.strip()]
+        return {
+            "TASK_QUEUES": queues, "CONCURRENCY": options.get("concurrency"),
+            "WORKFLOW_CONCURRENCY": options.get("workflow_concurrency"), "POOL": options.get("pool"),
+            "SHUTDOWN_TIMEOUT": options.get("shutdown_timeout"), "HEALTH_PORT": options.get("health_port"),
+            "SERVER_URL": options.get("server_url"), "NAMESPACE": options.get("namespace"),
+        }
+
+    def _configure_logging(self, options: Dict[str, Any]) -> None:
+        name = options.get("loglevel") or _VERBOSITY_LEVELS.get(int(options.get("verbosity", 1)), "INFO")
+        level = logging.getLevelName(str(name).upper())
+        if not isinstance(level, int):
+            raise CommandError(f"unknown log level {name!r}", returncode=EXIT_USAGE)
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                            stream=sys.stderr)
+        logging.getLogger("sync_worker").setLevel(level)
+
+    def execute(self, *args: Any, **options: Any) -> Any:
+        set_command_overrides(self._overrides(options))  # the system checks see the flags too
+        return super().execute(*args, **options)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        overrides = self._overrides(options)
+        try:
+            config = get_config(overrides)
+        except ImproperlyConfigured as error:
+            raise CommandError(str(error), returncode=EXIT_USAGE)
+        pool = config.pool or os.environ.get("SYNC_WORKER_POOL") or "threads"
+        if pool == "gevent" and not gevent_patched():
+            try:
+                reexec_patched_for_gevent(sys.argv)
+            except RuntimeError as error:
+                raise CommandError(str(error), returncode=EXIT_USAGE)
+        overrides["POOL"] = pool
+        self._configure_logging(options)
+        if options.get("reload"):
+            from django.utils import autoreload
+
+            autoreload.run_with_reloader(self._run_reloading, overrides=overrides, options=options)
+            return
+        sys.exit(self._serve(overrides, options))
+
+    def _build(self, overrides: Dict[str, Any], options: Dict[str, Any]) -> WorkerGroup:
+        discovered = Discovered() if options.get("no_autodiscover") else autodiscover(
+            get_config(overrides).autodiscover_modules)
+        try:
+            return WorkerGroup(build_workers(overrides=overrides, discovered=discovered))
+        except ImproperlyConfigured as error:
+            raise CommandError(str(error), returncode=EXIT_USAGE)
+
+    def _serve(self, overrides: Dict[str, Any], options: Dict[str, Any]) -> int:
+        group = self._build(overrides, options)
+        config = get_config(overrides)
+        health: Optional[HealthServer] = None
+        if config.health_port is not None:
+            health = HealthServer(config.health_port, workers=lambda: group.workers).start()
+            self.stdout.write(f"health probes on http://127.0.0.1:{health.port}/healthz and /readyz")
+        queues = ", ".join(w.task_queue for w in group.workers)
+        self.stdout.write(f"durable_worker: serving {queues} on pool {group.pool} (pid {os.getpid()})")
+        self.stdout.flush()
+        try:
+            code = serve(group)  # type: ignore[arg-type]  # WorkerGroup has Worker's run/stop surface
+        finally:
+            if health is not None:
+                health.stop()
+            from django.db import connections
+
+            connections.close_all()
+        self.stdout.write(f"durable_worker: stopped (exit {code})")
+        self.stdout.flush()
+        return code
+
+    def _run_reloading(self, overrides: Dict[str, Any], options: Dict[str, Any]) -> None:
+        group = self._build(overrides, options)
+        self.stdout.write(f"durable_worker: serving {', '.join(w.task_queue for w in group.workers)} (reloading)")
+        group.run()
