@@ -1,0 +1,112 @@
+"""Workflows of the project run end to end: ORM reads and writes from both apps, DB hygiene, bad values."""
+
+import threading
+
+from django.db import connection
+from django.test import TransactionTestCase
+from inventory.models import Reservation, StockItem
+from shop.models import Order
+from sync_worker_django import DjangoValueNotAllowed, build_workers
+from sync_worker_django.db import close_slot_connections, task_scope
+from sync_worker_django.testing import DurableWorkflowTestMixin
+
+from sync_worker import WorkflowFailed
+
+from ._support import open_worker_connections
+
+
+class WorkflowTests(DurableWorkflowTestMixin, TransactionTestCase):
+    def test_order_workflow_reads_and_writes_rows_of_both_apps(self):
+        StockItem.objects.create(sku="widget", quantity=10)
+        orders = [Order.objects.create(customer=f"c{i}", sku="widget", quantity=2) for i in range(3)]
+        self.start_durable_workers()
+        handles = [self.durable_client.start_workflow("shop.fulfil_order", o.pk, task_queue="shop") for o in orders]
+        results = [h.result(timeout=60) for h in handles]
+        self.assertEqual(sorted(r["left"] for r in results), [4, 6, 8])
+        self.assertEqual(set(Order.objects.values_list("status", flat=True)), {"fulfilled"})
+        self.assertEqual(Reservation.objects.count(), 3)
+        self.assertEqual(StockItem.objects.get(sku="widget").quantity, 4)
+
+    def test_one_worker_per_task_queue_each_polling_its_queue(self):
+        workers = self.start_durable_workers()
+        self.assertEqual(sorted(w.task_queue for w in workers), ["inventory", "shop"])
+        StockItem.objects.create(sku="bolt", quantity=1)
+        order = Order.objects.create(customer="inv", sku="bolt", quantity=1)
+        result = self.run_workflow("shop.fulfil_order", order.pk, task_queue="inventory", timeout=60)
+        self.assertEqual(result["left"], 0)
+
+    def test_a_decimal_result_fails_the_attempt_at_once_non_retryable(self):
+        order = Order.objects.create(customer="d", total="12.50")
+        self.start_durable_workers(["shop"])
+        handle = self.durable_client.start_workflow("shop.total_as_is", order.pk, task_queue="shop")
+        with self.assertRaises(WorkflowFailed) as raised:
+            handle.result(timeout=30)
+        message = str(raised.exception) + str(getattr(raised.exception, "__dict__", ""))
+        history = self.durable_client.get_history(handle.workflow_id, handle.describe().run_id)["events"]
+        failed = [e for e in history if e["event_type"] == "ActivityFailed"]
+        self.assertEqual(len(failed), 1, message)
+        self.assertEqual(failed[0]["payload"]["attempt_number"], 1)  # not retried although the policy allows 5
+        self.assertTrue(failed[0]["payload"]["non_retryable"])
+        self.assertIn("Decimal", failed[0]["payload"]["message"])
+        self.assertIn("str(value)", failed[0]["payload"]["message"])
+        self.assertNotIn("ActivityRetryScheduled", [e["event_type"] for e in history])
+
+    def test_model_instance_datetime_and_decimal_arguments_are_refused_before_sending(self):
+        import datetime
+        import decimal
+
+        order = Order.objects.create(customer="m")
+        client = self.durable_client
+        before = len(client.list_workflows().workflows)
+        cases = [
+            ((order,), "$[0]", "primary key"),
+            (({"order": {"when": datetime.datetime(2026, 1, 1)}},), "$[0].order.when", "isoformat"),
+            ((1, [decimal.Decimal("1.10")]), "$[1][0]", "str(value)"),
+        ]
+        for args, path, hint in cases:
+            with self.subTest(path=path):
+                with self.assertRaises(DjangoValueNotAllowed) as raised:
+                    client.start_workflow("shop.fulfil_order", *args, task_queue="shop")
+                self.assertEqual(raised.exception.path, path)
+                self.assertIn(hint, str(raised.exception))
+        self.assertEqual(len(client.list_workflows().workflows), before)  # nothing reached the server
+
+    def test_slots_close_their_connections_and_later_tasks_get_fresh_ones(self):
+        self.start_durable_workers(["shop"])
+        states = [self.durable_client.start_activity("shop.connection_state", task_queue="shop")
+                  for _ in range(4)]
+        results = [self.durable_client.get_activity_result(s["activity_id"], timeout=30) for s in states]
+        self.assertEqual([r["open_at_start"] for r in results], [False] * 4)
+        self.assertEqual(open_worker_connections(settle=5.0), 0)
+
+    def test_hygiene_leaves_a_connection_inside_atomic_alone(self):
+        from django.db import transaction
+
+        errors = []
+
+        def in_thread():
+            try:
+                with transaction.atomic():
+                    Order.objects.create(customer="atomic")
+                    with task_scope():
+                        Order.objects.count()
+                    self_closed = close_slot_connections()
+                    assert self_closed == 0, self_closed
+                    assert connection.connection is not None
+                    Order.objects.count()  # still usable: nothing was closed under the transaction
+            except BaseException as error:
+                errors.append(error)
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=in_thread)
+        thread.start()
+        thread.join(30)
+        self.assertEqual(errors, [])
+        self.assertEqual(Order.objects.filter(customer="atomic").count(), 1)
+
+    def test_build_workers_is_the_public_factory(self):
+        workers = build_workers(task_queues=["inventory"], concurrency=3)
+        self.assertEqual([(w.task_queue, w.max_concurrent_activity_tasks) for w in workers], [("inventory", 3)])
+        self.assertIn("inventory.reserve", workers[0].activities)
+        self.assertIn("shop.fulfil_order", workers[0].workflows.names())
