@@ -69,7 +69,7 @@ def _parse_time(value: Any) -> Optional[datetime.datetime]:
         return None
 
 
-class DurableWorkflowBackend(BaseTaskBackend):  # type: ignore[misc]
+class DurableWorkflowBackend(BaseTaskBackend):
     supports_defer = False
     supports_async_task = False
     supports_get_result = True
