@@ -3,7 +3,7 @@
 Two layers:
 
 * :func:`parse_json_body` refuses what no field may hold: non-finite numbers (``NaN``,
-  ``Infinity``, ``1e999``), integers past 2**53, nesting deeper than :data:`MAX_DEPTH` — so no
+  ``Infinity``, ``1e999``), integers outside 64 bits, nesting deeper than :data:`MAX_DEPTH` — so no
   handler ever meets a ``RecursionError`` or an ``OverflowError``;
 * field checks (:func:`duration`, :func:`retry_policy`) bound what a field may mean: every
   duration fits :data:`MAX_DURATION_SECONDS` (a deadline computed from it stays a valid
@@ -24,7 +24,8 @@ from .util import ApiError
 __all__ = [
     "MAX_DEPTH",
     "MAX_DURATION_SECONDS",
-    "MAX_SAFE_INTEGER",
+    "MAX_INTEGER",
+    "MIN_INTEGER",
     "duration",
     "invalid",
     "parse_json_body",
@@ -34,8 +35,10 @@ __all__ = [
 #: Deepest nesting of objects/arrays a request body may have (payloads are Avro blobs, so real
 #: bodies stay shallow: a command batch is about five levels).
 MAX_DEPTH = 64
-#: Largest integer a body may carry (what every JSON peer can represent exactly).
-MAX_SAFE_INTEGER = 2 ** 53
+#: Integers a body may carry: 64-bit, what the real server's PHP integers and Avro ``long`` hold
+#: (an SDK sends 2**53 + 1 in a query result or a workflow input, and it must arrive whole).
+MIN_INTEGER = -(2 ** 63)
+MAX_INTEGER = 2 ** 63 - 1
 #: Longest duration a timeout, delay or interval may have: 100 years.
 MAX_DURATION_SECONDS = 100 * 366 * 24 * 3600
 
@@ -63,10 +66,10 @@ def _parse_float(text: str) -> float:
 
 def _parse_int(text: str) -> int:
     if len(text) > 20:
-        raise _malformed(f"request body holds an integer of {len(text)} digits; at most 2**53 is allowed")
+        raise _malformed(f"request body holds an integer of {len(text)} digits; integers must fit in 64 bits")
     value = int(text)
-    if abs(value) > MAX_SAFE_INTEGER:
-        raise _malformed(f"request body holds the integer {text}, beyond 2**53")
+    if not MIN_INTEGER <= value <= MAX_INTEGER:
+        raise _malformed(f"request body holds the integer {text}, which does not fit in 64 bits")
     return value
 
 

@@ -49,6 +49,7 @@ def _start_text(field: str) -> bytes:
     ("minus_infinity", _start_text("-Infinity"), "malformed_json"),
     ("float_overflow", _start_text("1e999"), "malformed_json"),
     ("huge_integer", _start_text("9" * 40), "malformed_json"),
+    ("integer_past_64_bits", _start_text(str(2 ** 63)), "malformed_json"),
     ("huge_timeout", _start_text("1e308"), "validation_failed"),
     ("timeout_past_year_9999", _start_text("1e12"), "validation_failed"),
     ("timeout_text", _start_text('"abc"'), "validation_failed"),
@@ -62,6 +63,17 @@ def test_start_fields_are_validated_at_the_door(server: DevServer, name: str, ra
     assert body["reason"] == reason, body
     assert isinstance(body["error"], str) and body["error"]
     assert _snapshot(raw) == before
+
+
+def test_64_bit_integers_arrive_whole(server: DevServer) -> None:
+    """2**53 + 1 (past what a double holds) and the int64 bounds are legitimate JSON integers."""
+    for value in (2 ** 53 + 1, 2 ** 63 - 1, -(2 ** 63)):
+        body = ('{"workflow_type": "t", "task_queue": "q", "input": ' + json.dumps(envelope([]))
+                + ', "memo": {"n": ' + str(value) + "}}").encode()
+        status, answer = _send(server, "/api/workflows", body)
+        assert status == 201, answer
+        described = Raw(server.url).ok("GET", f"/workflows/{answer['workflow_id']}")
+        assert described["memo"] == {"n": value}
 
 
 def _leased_task(raw: Raw, workflow_id: str) -> Dict[str, Any]:
