@@ -6,6 +6,7 @@ chosen at start-up: plain threads, or greenlets with ``pool="gevent"`` (see docs
 
 from __future__ import annotations
 
+from .admission import ConcurrencyStatus
 from .backend import ConcurrencyBackend, ThreadBackend
 from .deregistration import DeregistrationUnconfirmed
 from .metrics import InMemoryMetrics, MetricsRecorder, NoopMetrics
@@ -15,6 +16,7 @@ from .worker import ShutdownIncomplete, Worker
 __all__ = [
     "DEFAULT_EVENT_LOOP_STALL_SECONDS",
     "ConcurrencyBackend",
+    "ConcurrencyStatus",
     "DeregistrationUnconfirmed",
     "InMemoryMetrics",
     "MetricsRecorder",

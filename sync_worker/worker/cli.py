@@ -26,7 +26,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 import click
 
@@ -103,7 +103,7 @@ def load_worker(
     target: str,
     *,
     task_queue: Optional[str] = None,
-    concurrency: Optional[int] = None,
+    concurrency: Union[int, str, Mapping[str, Any], None] = None,
     server_url: Optional[str] = None,
     token: Optional[str] = None,
     namespace: Optional[str] = None,
@@ -146,11 +146,52 @@ def load_worker(
     return value
 
 
+class _Concurrency(click.ParamType):  # type: ignore[type-arg]  # generic only in click >= 8.2
+    """``-c N`` (fixed activity slots) or ``-c adaptive``."""
+
+    name = "N|adaptive"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            text = str(value).strip().lower()
+            if text == "adaptive":
+                return "adaptive"
+            try:
+                number = int(text)
+            except ValueError:
+                self.fail(f"{value!r} is neither a number of slots nor 'adaptive'", param, ctx)
+        if number < 1:
+            self.fail(f"{number} is not a valid number of slots (at least 1)", param, ctx)
+        return number
+
+
+def _autoscale(value: Optional[str]) -> Optional[Dict[str, int]]:
+    """Celery's ``--autoscale MAX,MIN`` (MIN optional, default 1) as adaptive bounds."""
+    if value is None:
+        return None
+    parts = [p.strip() for p in value.split(",")]
+    try:
+        numbers = [int(p) for p in parts if p]
+    except ValueError:
+        raise click.BadParameter(f"expected MAX[,MIN], got {value!r}", param_hint="--autoscale")
+    if not numbers or len(numbers) > 2 or min(numbers) < 1:
+        raise click.BadParameter(f"expected MAX[,MIN] with numbers of at least 1, got {value!r}",
+                                 param_hint="--autoscale")
+    maximum, minimum = (numbers[0], numbers[1] if len(numbers) == 2 else 1)
+    if minimum > maximum:
+        raise click.BadParameter(f"MIN {minimum} is above MAX {maximum}", param_hint="--autoscale")
+    return {"max": maximum, "min": minimum}
+
+
 @click.command("run")
 @click.argument("target")
 @click.option("-Q", "--task-queue", default=None, help="Task queue the worker must serve.")
-@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=None,
-              help="Concurrent activity tasks (activity slots).")
+@click.option("-c", "--concurrency", type=_Concurrency(), default=None,
+              help="Activity slots: a fixed N, or 'adaptive' (memory admission gate and adaptive limit).")
+@click.option("--autoscale", default=None, metavar="MAX,MIN",
+              help="Adaptive activity slots between MIN (default 1) and MAX (Celery's spelling).")
 @click.option("-P", "--pool", envvar=POOL_ENV, default=None,
               help="Concurrency pool: threads or gevent (env SYNC_WORKER_POOL; default: gevent in a "
                    "monkey-patched process, else threads).")
@@ -161,9 +202,14 @@ def load_worker(
               help="Auth token (env DURABLE_WORKFLOW_AUTH_TOKEN).")
 @click.option("--namespace", envvar="DURABLE_WORKFLOW_NAMESPACE", default=None,
               help="Namespace (env DURABLE_WORKFLOW_NAMESPACE).")
-def run_command(target: str, task_queue: Optional[str], concurrency: Optional[int], pool: Optional[str],
-                loglevel: str, server_url: Optional[str], token: Optional[str], namespace: Optional[str]) -> None:
+def run_command(target: str, task_queue: Optional[str], concurrency: Union[int, str, None],
+                autoscale: Optional[str], pool: Optional[str], loglevel: str, server_url: Optional[str],
+                token: Optional[str], namespace: Optional[str]) -> None:
     """Run the worker TARGET (MODULE:ATTR: a Worker, or a factory returning one) until signalled."""
+    bounds = _autoscale(autoscale)
+    if bounds is not None and concurrency is not None:
+        raise click.UsageError("use either -c/--concurrency or --autoscale, not both")
+    chosen: Union[int, str, Mapping[str, Any], None] = bounds if bounds is not None else concurrency
     try:
         # Checked before the target is imported: the app must not load into an unpatched gevent run.
         pool = check_pool(pool or default_pool())
@@ -177,7 +223,7 @@ def run_command(target: str, task_queue: Optional[str], concurrency: Optional[in
     previous = os.environ.get(POOL_ENV)
     os.environ[POOL_ENV] = pool
     try:
-        worker = load_worker(target, task_queue=task_queue, concurrency=concurrency, server_url=server_url,
+        worker = load_worker(target, task_queue=task_queue, concurrency=chosen, server_url=server_url,
                              token=token, namespace=namespace, pool=pool)
     finally:
         if previous is None:

@@ -8,6 +8,10 @@ dashboards keep working.
 Poll outcomes: ``task``, ``empty``, ``error``, ``backpressure``. Task outcomes:
 ``completed``, ``failed``, ``failed_non_retryable``, ``cancelled``, ``no_handler``,
 ``decode_error``, ``complete_error``, ``claim_aborted``, ``abandoned``.
+
+The activity slots' admission gate also sets gauges at every control tick (limit, in flight,
+memory usage and ceiling, waiting, deferring) and counts deferrals; a recorder without a
+``gauge`` method simply does not receive the gauges.
 """
 
 from __future__ import annotations
@@ -23,6 +27,13 @@ __all__ = [
     "TASKS",
     "TASK_DURATION",
     "CLIENT_REQUESTS",
+    "CONCURRENCY_LIMIT",
+    "CONCURRENCY_IN_FLIGHT",
+    "MEMORY_USAGE",
+    "MEMORY_LIMIT",
+    "ADMISSION_WAITING",
+    "ADMISSION_DEFERRING",
+    "ADMISSION_DEFERRALS",
     "InMemoryMetrics",
     "MetricsRecorder",
     "NoopMetrics",
@@ -34,6 +45,13 @@ POLL_DURATION = "durable_workflow_worker_poll_duration_seconds"
 TASKS = "durable_workflow_worker_tasks"
 TASK_DURATION = "durable_workflow_worker_task_duration_seconds"
 CLIENT_REQUESTS = "durable_workflow_client_requests"
+CONCURRENCY_LIMIT = "durable_workflow_worker_concurrency_limit"
+CONCURRENCY_IN_FLIGHT = "durable_workflow_worker_concurrency_in_flight"
+MEMORY_USAGE = "durable_workflow_worker_memory_usage_bytes"
+MEMORY_LIMIT = "durable_workflow_worker_memory_limit_bytes"
+ADMISSION_WAITING = "durable_workflow_worker_admission_waiting"
+ADMISSION_DEFERRING = "durable_workflow_worker_admission_deferring"
+ADMISSION_DEFERRALS = "durable_workflow_worker_admission_deferrals"
 
 Tags = Mapping[str, str]
 _Key = Tuple[str, FrozenSet[Tuple[str, str]]]
@@ -50,6 +68,9 @@ class NoopMetrics:
         return None
 
     def record(self, name: str, value: float, tags: Optional[Tags] = None) -> None:
+        return None
+
+    def gauge(self, name: str, value: float, tags: Optional[Tags] = None) -> None:
         return None
 
 
@@ -78,6 +99,7 @@ class InMemoryMetrics:
         self._lock = threading.Lock()
         self._counters: Dict[_Key, float] = {}
         self._histograms: Dict[_Key, List[float]] = {}
+        self._gauges: Dict[_Key, float] = {}
         # Bounded: a long-running process keeps only the most recent polls.
         self.poll_events: Deque[PollEvent] = deque(maxlen=max_poll_events)
 
@@ -98,6 +120,19 @@ class InMemoryMetrics:
         key = self._key(name, tags)
         with self._lock:
             self._histograms.setdefault(key, []).append(value)
+
+    def gauge(self, name: str, value: float, tags: Optional[Tags] = None) -> None:
+        with self._lock:
+            self._gauges[self._key(name, tags)] = value
+
+    def gauge_value(self, name: str, **tags: str) -> Optional[float]:
+        """The last value of a gauge whose tags contain ``tags`` (None when never set)."""
+        wanted = set(tags.items())
+        with self._lock:
+            for (n, t), v in self._gauges.items():
+                if n == name and wanted <= t:
+                    return v
+        return None
 
     def counter(self, name: str, **tags: str) -> float:
         """Sum of a counter over every tag set that contains ``tags``."""

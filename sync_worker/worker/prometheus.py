@@ -12,7 +12,20 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from .metrics import CLIENT_REQUESTS, POLL_DURATION, POLLS, TASK_DURATION, TASKS
+from .metrics import (
+    ADMISSION_DEFERRALS,
+    ADMISSION_DEFERRING,
+    ADMISSION_WAITING,
+    CLIENT_REQUESTS,
+    CONCURRENCY_IN_FLIGHT,
+    CONCURRENCY_LIMIT,
+    MEMORY_LIMIT,
+    MEMORY_USAGE,
+    POLL_DURATION,
+    POLLS,
+    TASK_DURATION,
+    TASKS,
+)
 
 __all__ = ["PrometheusMetrics"]
 
@@ -22,6 +35,13 @@ _DOCS = {
     TASKS: "Worker tasks by task kind, task queue and outcome.",
     TASK_DURATION: "Duration of worker task execution in seconds.",
     CLIENT_REQUESTS: "Client requests by route, plane and outcome.",
+    CONCURRENCY_LIMIT: "Live concurrency limit of the worker's activity slots (fixed N or adaptive).",
+    CONCURRENCY_IN_FLIGHT: "Activity tasks running now.",
+    MEMORY_USAGE: "Memory usage the admission gate reads (working set, never a peak), in bytes.",
+    MEMORY_LIMIT: "Memory ceiling the admission gate compares usage with (cgroup limit or RAM), in bytes.",
+    ADMISSION_WAITING: "Pollers waiting at the memory admission gate.",
+    ADMISSION_DEFERRING: "1 while the memory admission gate defers new activity tasks, else 0.",
+    ADMISSION_DEFERRALS: "Times the memory admission gate made a poller wait for headroom.",
 }
 # Fixed label sets: Prometheus needs them up front, and the runtime always sends these tags.
 _LABELS = {
@@ -29,6 +49,13 @@ _LABELS = {
     POLL_DURATION: ("task_kind", "task_queue", "outcome"),
     TASKS: ("task_kind", "task_queue", "outcome"),
     TASK_DURATION: ("task_kind", "task_queue", "outcome"),
+    CONCURRENCY_LIMIT: ("task_kind", "task_queue"),
+    CONCURRENCY_IN_FLIGHT: ("task_kind", "task_queue"),
+    MEMORY_USAGE: ("task_kind", "task_queue"),
+    MEMORY_LIMIT: ("task_kind", "task_queue"),
+    ADMISSION_WAITING: ("task_kind", "task_queue"),
+    ADMISSION_DEFERRING: ("task_kind", "task_queue"),
+    ADMISSION_DEFERRALS: ("task_kind", "task_queue"),
 }
 
 
@@ -60,13 +87,18 @@ class PrometheusMetrics:
         metric, labels = self._metric("histogram", name, tags)
         self._labelled(metric, labels, tags).observe(value)
 
+    def gauge(self, name: str, value: float, tags: Optional[Mapping[str, str]] = None) -> None:
+        metric, labels = self._metric("gauge", name, tags)
+        self._labelled(metric, labels, tags).set(value)
+
     def _metric(self, kind: str, name: str, tags: Optional[Mapping[str, str]]) -> Tuple[Any, Tuple[str, ...]]:
         key = (kind, name)
         with self._lock:
             found = self._metrics.get(key)
             if found is None:
                 labels = _LABELS.get(name) or tuple(sorted(tags or {}))
-                factory = self._client.Counter if kind == "counter" else self._client.Histogram
+                factory = {"counter": self._client.Counter, "gauge": self._client.Gauge}.get(
+                    kind, self._client.Histogram)
                 documentation = _DOCS.get(name, name.replace("_", " "))
                 found = (factory(name, documentation, labels, registry=self._registry), labels)
                 self._metrics[key] = found

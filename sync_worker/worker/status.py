@@ -27,6 +27,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
+from .admission.status import ConcurrencyStatus
+
 __all__ = [
     "DEFAULT_EVENT_LOOP_STALL_SECONDS",
     "RoleTracker",
@@ -109,6 +111,8 @@ class WorkerStatus:
     registered_age_seconds: Optional[float]
     event_loop_progress_age_seconds: Optional[float]
     roles: Tuple[WorkerRoleStatus, ...]
+    #: Activity slots: adaptive/fixed limit, memory and gate figures (None without activities).
+    concurrency: Optional[ConcurrencyStatus] = None
 
     def role(self, name: str) -> Optional[WorkerRoleStatus]:
         for role in self.roles:

@@ -18,6 +18,7 @@ can (greenlets), kills it at its next cooperative point.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
@@ -31,6 +32,7 @@ from ..errors import (
 from ..interceptors import WorkerInterceptor
 from . import workflow_support
 from .activities import activity_map, run_activity_task
+from .admission import AdmissionGate, ConcurrencyOption, ControlLoop, resolve_concurrency, start_control_loop
 from .backend import ConcurrencyBackend, SchedulerMonitor, TaskHandle, backend_for_pool, default_pool
 from .deregistration import deregister
 from .inflight import InflightSet, InflightTask
@@ -61,6 +63,8 @@ __all__ = ["ShutdownIncomplete", "Worker"]
 logger = logging.getLogger("sync_worker.worker")
 
 _SUPERVISOR_TICK_SECONDS = 1.0
+# Task outcomes the adaptive controller counts as errors (its backpressure rule).
+_ERROR_OUTCOMES = frozenset({"failed", "failed_non_retryable", "crashed", "complete_error"})
 
 
 class ShutdownIncomplete(RuntimeError):
@@ -77,6 +81,11 @@ class Worker:
     ``pool`` is ``"threads"`` or ``"gevent"``; when omitted it is ``SYNC_WORKER_POOL`` if set,
     else ``"gevent"`` in a process monkey-patched for gevent, else ``"threads"``. The gevent
     pool refuses an unpatched process (``GeventNotPatched``).
+
+    ``max_concurrent_activity_tasks`` is a fixed N (never gated), ``"adaptive"``, or a dict of
+    adaptive knobs (``{"min": 1, "max": 16, "ramAdmitPct": 70, ...}``, camelCase or snake_case):
+    the memory admission gate and the latency-gradient controller then size the activity slots
+    (see docs/concurrency.md).
     """
 
     def __init__(
@@ -90,7 +99,7 @@ class Worker:
         build_id: Optional[str] = None,
         poll_timeout: float = 35.0,
         max_concurrent_workflow_tasks: int = 10,
-        max_concurrent_activity_tasks: int = 10,
+        max_concurrent_activity_tasks: ConcurrencyOption = 10,
         shutdown_timeout: float = 30.0,
         heartbeat_interval: float = 60.0,
         metrics: Optional[MetricsRecorder] = None,
@@ -109,7 +118,8 @@ class Worker:
         self.shutdown_timeout = float(shutdown_timeout)
         self.heartbeat_interval = float(heartbeat_interval)
         self.max_concurrent_workflow_tasks = int(max_concurrent_workflow_tasks)
-        self.max_concurrent_activity_tasks = int(max_concurrent_activity_tasks)
+        self.activity_concurrency = resolve_concurrency(max_concurrent_activity_tasks)
+        self.max_concurrent_activity_tasks = self.activity_concurrency.capacity
         # Every poller, slot and the heartbeat may hold a connection at once: size the pool for
         # that, so a busy worker never discards connections.
         ensure_capacity = getattr(client, "ensure_pool_capacity", None)
@@ -127,7 +137,9 @@ class Worker:
         self._query_executor: Optional[Callable[..., Any]] = None
 
         self._wf_slots = SlotPool(self.backend, "workflow", self.max_concurrent_workflow_tasks)
-        self._act_slots = SlotPool(self.backend, "activity", self.max_concurrent_activity_tasks)
+        self._act_gate = self._activity_gate()
+        self._act_slots = SlotPool(self.backend, "activity", self.max_concurrent_activity_tasks, self._act_gate)
+        self._concurrency_loop: Optional[ControlLoop] = None
         self._inflight = InflightSet(self.backend)
         self._process_metrics = ProcessMetrics()
 
@@ -177,13 +189,33 @@ class Worker:
         return RoleTracker(role, self.backend.monotonic, overdue_seconds=self._overdue,
                            stall_seconds=self._stall, is_poller=is_poller, lock_factory=self.backend.native_lock)
 
-    def _set_activity_concurrency(self, capacity: int) -> None:
-        """Resize the activity slots (the CLI's ``-c``); only before the worker runs."""
+    def _activity_gate(self) -> AdmissionGate:
+        return AdmissionGate(self.activity_concurrency, clock=self.backend.monotonic,
+                             lock_factory=self.backend.native_lock, metrics=self.metrics,
+                             tags={"task_kind": "activity", "task_queue": self.task_queue})
+
+    def _set_activity_concurrency(self, concurrency: ConcurrencyOption) -> None:
+        """Re-size the activity slots (the CLI's ``-c`` / ``--autoscale``); only before the worker runs."""
+        config = resolve_concurrency(concurrency)
         with self._lock:
             if self._run_started:
                 raise RuntimeError("cannot change concurrency of a running worker")
-            self.max_concurrent_activity_tasks = int(capacity)
-            self._act_slots = SlotPool(self.backend, "activity", self.max_concurrent_activity_tasks)
+            self.activity_concurrency = config
+            self.max_concurrent_activity_tasks = config.capacity
+            self._act_gate = self._activity_gate()
+            self._act_slots = SlotPool(self.backend, "activity", self.max_concurrent_activity_tasks, self._act_gate)
+        ensure_capacity = getattr(self.client, "ensure_pool_capacity", None)
+        if callable(ensure_capacity):
+            ensure_capacity(self.max_concurrent_workflow_tasks + self.max_concurrent_activity_tasks + 6)
+
+    def _process_metrics_sample(self) -> Dict[str, Any]:
+        """``process_metrics``; ``memory_bytes`` is the gate's current usage figure when it has one."""
+        metrics = self._process_metrics.sample()
+        if self.activities:
+            usage = self._act_gate.status().usage_bytes
+            if usage is not None:
+                metrics["memory_bytes"] = int(usage)
+        return metrics
 
     def task_slots(self) -> Dict[str, int]:
         return {
@@ -201,12 +233,19 @@ class Worker:
         request_overdue_seconds: Optional[float] = None,
         request_stall_seconds: Optional[float] = None,
     ) -> WorkerStatus:
-        """A read-only readiness/liveness snapshot; no network I/O; safe from any thread."""
-        return self._board.snapshot(
+        """A read-only readiness/liveness snapshot; no network I/O; safe from any thread.
+
+        A worker with activities adds ``concurrency``: its activity slots' mode, limit, in flight,
+        memory source/usage/ceiling, gate state, waiting, deferrals, learned costs, last adjustment.
+        """
+        snapshot = self._board.snapshot(
             event_loop_stall_seconds=event_loop_stall_seconds,
             request_overdue_seconds=request_overdue_seconds,
             request_stall_seconds=request_stall_seconds,
         )
+        if not self.activities:
+            return snapshot
+        return dataclasses.replace(snapshot, concurrency=self._act_gate.status())
 
     @property
     def state(self) -> WorkerState:
@@ -265,6 +304,7 @@ class Worker:
         self._stop_requested.set()
         if cold:
             self._cold.set()
+        self._act_gate.begin_drain()
         self._poll_cancel.cancel()
         with self._lock:
             performer = not self._shutdown_started
@@ -276,6 +316,8 @@ class Worker:
                 self._shutdown_error = error
             finally:
                 self._stop_monitor()
+                if self._concurrency_loop is not None:
+                    self._concurrency_loop.stop()
                 health.unregister(self)
                 self._shutdown_done.set()
         else:
@@ -332,6 +374,8 @@ class Worker:
             return
         self._heartbeat_role.started()
         self._heartbeat_handle = self.backend.spawn(f"sync-worker-heartbeat-{self.worker_id}", self._heartbeat_loop)
+        if self.activities:
+            self._concurrency_loop = start_control_loop(self._act_gate, self.backend)
         self._start_pollers()
         self._board.set_state(WorkerState.RUNNING)
         logger.info("worker %s running on task queue %r (pool %s; %d workflow, %d activity types)",
@@ -370,7 +414,7 @@ class Worker:
                 max_concurrent_workflow_tasks=self.max_concurrent_workflow_tasks,
                 max_concurrent_activity_tasks=self.max_concurrent_activity_tasks,
                 task_slots=self.task_slots(),
-                process_metrics=self._process_metrics.sample(),
+                process_metrics=self._process_metrics_sample(),
             )
             ack = self.client.register_worker(body)
         except BaseException as error:
@@ -449,7 +493,7 @@ class Worker:
                 self.metrics.increment(TASKS, 1.0, dict(tags, outcome=outcome))
                 self.metrics.record(TASK_DURATION, duration, dict(tags, outcome=outcome))
                 self._inflight.remove(key)
-                slot.release()
+                slot.release(ok=outcome not in _ERROR_OUTCOMES)
 
         try:
             inflight.handle = self.backend.spawn(f"sync-worker-{kind}-{task_id}", execute)
@@ -460,6 +504,7 @@ class Worker:
 
     def _dispatch_activity(self, task: Dict[str, Any], slot: Optional[Slot]) -> None:
         assert slot is not None
+        slot.started(str(task.get("activity_type") or ""))
         self._spawn_task("activity", task, slot, lambda inflight: run_activity_task(
             client=self.client, task=task, activities=self.activities, worker_id=self.worker_id,
             task_queue=self.task_queue, inflight=inflight, interceptors=self.interceptors,
@@ -500,7 +545,7 @@ class Worker:
             while not self._heartbeat_stop.wait(self.heartbeat_interval):
                 tracker.request_started()
                 body = {"worker_id": self.worker_id, "task_slots": self.task_slots(),
-                        "process_metrics": self._process_metrics.sample()}
+                        "process_metrics": self._process_metrics_sample()}
                 try:
                     ack = self.client.heartbeat_worker(body, cancel=self._heartbeat_cancel)
                 except WorkerShutdown:

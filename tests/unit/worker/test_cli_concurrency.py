@@ -1,0 +1,61 @@
+"""``sync-worker run -c N | -c adaptive | --autoscale MAX,MIN`` and Worker(max_concurrent_activity_tasks=...)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from sync_worker.cli import main
+from sync_worker.worker import Worker
+from sync_worker.worker.cli import EXIT_USAGE, _autoscale, load_worker
+
+from .fakes import FakeClient
+
+T = "tests.unit.worker._cli_targets"
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["run", *args], env={"DURABLE_WORKFLOW_SERVER_URL": "http://127.0.0.1:9"})
+    return result.exit_code, result.output
+
+
+def test_adaptive_from_the_cli_loader() -> None:
+    worker = load_worker(f"{T}:ready_worker", concurrency="adaptive")
+    assert worker.activity_concurrency.mode == "adaptive" and worker.max_concurrent_activity_tasks == 32
+    assert worker.task_slots()["activity_available"] == 1  # starts at min
+
+
+def test_autoscale_is_celery_spelling_max_then_min() -> None:
+    assert _autoscale("8,2") == {"max": 8, "min": 2}
+    assert _autoscale("6") == {"max": 6, "min": 1}
+    worker = load_worker(f"{T}:ready_worker", concurrency=_autoscale("8,2"))
+    config = worker.activity_concurrency
+    assert (config.mode, config.min, config.max, config.limit) == ("adaptive", 2, 8, 2)
+
+
+def test_fixed_n_still_works() -> None:
+    worker = load_worker(f"{T}:ready_worker", concurrency=5)
+    assert worker.activity_concurrency.mode == "fixed" and worker.task_slots()["activity_available"] == 5
+
+
+@pytest.mark.parametrize("args,text", [
+    (("-c", "0"), "not a valid number of slots"),
+    (("-c", "lots"), "neither a number of slots nor 'adaptive'"),
+    (("--autoscale", "x,y"), "expected MAX[,MIN]"),
+    (("--autoscale", "2,8"), "MIN 8 is above MAX 2"),
+    (("--autoscale", "0"), "at least 1"),
+    (("-c", "adaptive", "--autoscale", "4,1"), "either -c/--concurrency or --autoscale"),
+])
+def test_bad_concurrency_is_a_usage_error(args: tuple, text: str) -> None:
+    code, output = invoke(f"{T}:ready_worker", *args)
+    assert code == EXIT_USAGE, output
+    assert text in output, output
+
+
+def test_worker_accepts_every_form_and_refuses_bad_ones() -> None:
+    worker = Worker(FakeClient(), task_queue="q", max_concurrent_activity_tasks={"max": 3, "ramAdmitPct": 60})
+    assert worker.activity_concurrency.ram_admit_pct == 60 and worker.max_concurrent_activity_tasks == 3
+    with pytest.raises(ValueError, match="unknown concurrency option"):
+        Worker(FakeClient(), task_queue="q", max_concurrent_activity_tasks={"maximum": 3})
+    with pytest.raises(ValueError, match="at least 1"):
+        Worker(FakeClient(), task_queue="q", max_concurrent_activity_tasks=0)
