@@ -214,6 +214,9 @@ def retry_or_fail(engine: Engine, act: Row, failure: Dict[str, Any], timeout_kin
         backoffs = (policy or {}).get("backoff_seconds") or []
         index = min(act["attempt_number"] - 1, len(backoffs) - 1)
         delay = float(backoffs[index]) if backoffs else 1.0
+        requested = failure.get("next_retry_delay")  # the failing attempt asked for its own delay
+        if isinstance(requested, (int, float)) and not isinstance(requested, bool) and 0 <= requested < 10**8:
+            delay = float(requested)
         run = engine.get_run(act["run_id"])
         if run is not None and run["status"] not in TERMINAL_STATUSES:
             engine.append(run, "ActivityRetryScheduled", {

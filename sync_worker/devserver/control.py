@@ -246,6 +246,7 @@ def _activity_view(engine: Engine, run: Row) -> Dict[str, Any]:
         "closed_at": iso(run.get("closed_at")), "last_heartbeat_at": iso(act.get("last_heartbeat_at")),
         "last_progress_at": iso(act.get("last_heartbeat_at")), "attempt_count": act.get("attempt_number", 0),
         "result": act.get("result"), "failure": act.get("failure"),
+        "heartbeat_details": act.get("heartbeat_details"), "last_failure": act.get("last_failure"),
     }
 
 

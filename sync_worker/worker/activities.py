@@ -8,7 +8,9 @@ Outcome rules:
 * :class:`ActivityLeaseAuthorityLost` (now or from an earlier heartbeat the code caught)
   → nothing is reported (``claim_aborted``);
 * an attempt abandoned at the shutdown deadline → nothing is reported (``abandoned``);
-* any other exception → retryable ``fail``; an int ``code`` attribute is forwarded.
+* any other exception → retryable ``fail``; an int ``code`` attribute is forwarded, an
+  exception attribute ``non_retryable = True`` makes it non-retryable, and a numeric
+  ``next_retry_delay`` (seconds) is sent for the server to wait before the next attempt.
 
 Worker interceptors (``execute_activity``) wrap the call inside the slot, with the
 activity context set; whatever they raise follows the same rules.
@@ -61,9 +63,14 @@ def failure_from_exception(error: BaseException, *, non_retryable: Optional[bool
     if isinstance(code, int) and not isinstance(code, bool):
         failure["code"] = code
     if non_retryable is None:
-        non_retryable = isinstance(error, NonRetryableError)
+        non_retryable = isinstance(error, NonRetryableError) or getattr(error, "non_retryable", None) is True
     if non_retryable:
         failure["non_retryable"] = True
+    # Like Temporal's ApplicationError.next_retry_delay: the exception asks the server to wait
+    # this many seconds before the next attempt (the retry policy still decides *whether*).
+    delay = getattr(error, "next_retry_delay", None)
+    if isinstance(delay, (int, float)) and not isinstance(delay, bool) and delay >= 0 and not non_retryable:
+        failure["next_retry_delay"] = float(delay)
     return failure
 
 

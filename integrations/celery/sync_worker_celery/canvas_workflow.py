@@ -1,0 +1,217 @@
+"""The canvas workflow: one durable run per chain / group / chord (or deferred task).
+
+The client compiles the canvas into a plain-data *plan* (:func:`compile_plan`) — every
+task's name, wire arguments, queue, retry policy and timeouts are fixed at publish time, so
+the workflow is deterministic without knowing the tasks — and starts the workflow type
+``sync_worker_celery.canvas`` with it. Every worker built by the facade registers it.
+
+Plan nodes::
+
+    {"kind": "task",  "name", "args", "kwargs", "id", "queue", "immutable", "countdown", "eta",
+                      "options": {retry_policy, start_to_close, heartbeat_timeout, schedule_to_start},
+                      "meta": {...}, "link": [node], "link_error": [node]}
+    {"kind": "chain", "tasks": [node, ...]}
+    {"kind": "group", "id", "tasks": [node, ...]}     # members in parallel; result: the list
+    {"kind": "chord", "id", "header": group-node, "body": node}
+
+Groups run their plain-task members as one parallel group of activities, and any nested
+chain/group/chord member as a child canvas run, all in parallel. A member failure fails the
+run with that task's own error type (``AsyncResult.get()`` re-raises it).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Dict, Generator, List, Optional
+
+from sync_worker import workflow
+
+from .publish import activity_options, resolve_queue
+from .wire import encode_call
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .app import Celery
+    from .canvas import Signature
+
+__all__ = ["CANVAS_WORKFLOW", "CanvasWorkflow", "compile_plan", "start_canvas"]
+
+CANVAS_WORKFLOW = "sync_worker_celery.canvas"
+MEMBERS_QUERY = "celery.members"
+
+
+def compile_plan(app: Celery, sig: Signature, root_id: str, counter: Optional[List[int]] = None,
+                 parent_queue: Optional[str] = None) -> Dict[str, Any]:
+    """The plain-data plan of ``sig``; member ids are ``<root_id>~<n>`` unless set."""
+    from .canvas import Signature as Sig
+    from .canvas import maybe_signature
+
+    counter = counter if counter is not None else [0]
+
+    def next_id() -> str:
+        counter[0] += 1
+        return f"{root_id}~{counter[0]}"
+
+    kind = sig.subtask_type
+    if kind == "chain":
+        return {"kind": "chain", "tasks": [compile_plan(app, t, root_id, counter, parent_queue)
+                                           for t in sig.tasks]}  # type: ignore[attr-defined]
+    if kind == "group":
+        return {"kind": "group", "id": sig.id or next_id(),
+                "tasks": [compile_plan(app, t, root_id, counter, parent_queue)
+                          for t in sig.tasks]}  # type: ignore[attr-defined]
+    if kind == "chord":
+        header = compile_plan(app, sig.header, root_id, counter, parent_queue)  # type: ignore[attr-defined]
+        body = compile_plan(app, sig.body, root_id, counter, parent_queue)  # type: ignore[attr-defined]
+        return {"kind": "chord", "id": sig.id or next_id(), "header": header, "body": body}
+    task = app.tasks.get(sig.name)
+    options = dict(sig.options)
+    queue = resolve_queue(app, sig.name, sig.args, sig.kwargs, options, task)
+    eta = options.get("eta")
+    node: Dict[str, Any] = {
+        "kind": "task", "name": sig.name, "args": list(sig.args), "kwargs": dict(sig.kwargs),
+        "id": options.get("task_id") or next_id(), "queue": queue, "immutable": sig.immutable,
+        "countdown": options.get("countdown"),
+        "eta": eta.astimezone(timezone.utc).isoformat() if isinstance(eta, datetime) else eta,
+        "options": activity_options(app, task, options),
+        "meta": {k: options[k] for k in ("time_limit", "soft_time_limit", "headers") if options.get(k)},
+        "link": [compile_plan(app, maybe_signature(s, app=app), root_id, counter) for s in options.get("link") or []],
+        "link_error": [compile_plan(app, maybe_signature(s, app=app), root_id, counter)
+                       for s in options.get("link_error") or []],
+    }
+    assert isinstance(sig, Sig)
+    return node
+
+
+def start_canvas(app: Celery, sig: Signature, root_id: str, queue: str) -> Any:
+    from .result import AsyncResult, GroupResult
+
+    plan = compile_plan(app, sig, root_id)
+    app.client.start_workflow(CANVAS_WORKFLOW, plan, root_id, task_queue=queue, workflow_id=root_id)
+    if plan["kind"] == "group":
+        members = [AsyncResult(m.get("id") or f"{root_id}~?", app=app) for m in plan["tasks"]]
+        return GroupResult(root_id, members, app=app)
+    return AsyncResult(root_id, app=app)
+
+
+def _first_queue(node: Dict[str, Any]) -> Optional[str]:
+    kind = node["kind"]
+    if kind == "task":
+        return str(node["queue"])
+    if kind == "chord":
+        return _first_queue(node["header"])
+    tasks = node.get("tasks") or []
+    return _first_queue(tasks[0]) if tasks else None
+
+
+@workflow.defn(name=CANVAS_WORKFLOW)
+class CanvasWorkflow:
+    """Runs a compiled canvas plan; the run's result is the canvas's result."""
+
+    def __init__(self) -> None:
+        self.members: Dict[str, Dict[str, Any]] = {}
+
+    @workflow.query(MEMBERS_QUERY)
+    def member_states(self) -> Dict[str, Dict[str, Any]]:
+        return self.members
+
+    def run(self, ctx: Any, plan: Dict[str, Any], root_id: Optional[str] = None) -> Generator[Any, Any, Any]:
+        root = root_id or ctx.workflow_id
+        seed = plan.get("seed")
+        if isinstance(seed, dict):  # a group member run as a child: it starts from the group's input
+            return (yield from self._node(ctx, plan, root, seed.get("value"), True))
+        return (yield from self._node(ctx, plan, root, None, False))
+
+    # -- nodes ---------------------------------------------------------------------------------------
+
+    def _activity(self, ctx: Any, node: Dict[str, Any], root: str, parent: Any, has_parent: bool,
+                  parent_id: Optional[str]) -> Any:
+        args = list(node["args"])
+        if has_parent and not node.get("immutable"):
+            args = [parent, *args]
+        meta = dict(node.get("meta") or {}, id=node["id"], root_id=root, parent_id=parent_id)
+        opts = node["options"]
+        self.members[node["id"]] = {"state": "STARTED", "name": node["name"]}
+        return ctx.schedule_activity(
+            node["name"], encode_call(args, node["kwargs"], meta), queue=node["queue"],
+            retry_policy=opts["retry_policy"], start_to_close_timeout=opts["start_to_close"],
+            heartbeat_timeout=opts.get("heartbeat_timeout"), schedule_to_start_timeout=opts.get("schedule_to_start"))
+
+    def _delay(self, ctx: Any, node: Dict[str, Any]) -> Optional[int]:
+        if node.get("countdown") is not None:
+            return max(0, math.ceil(float(node["countdown"])))
+        if node.get("eta"):
+            eta = datetime.fromisoformat(str(node["eta"]))
+            eta = eta if eta.tzinfo else eta.replace(tzinfo=timezone.utc)
+            now = ctx.now()
+            now = now if now.tzinfo else now.replace(tzinfo=timezone.utc)
+            left: float = (eta - now).total_seconds()
+            return max(0, math.ceil(left))
+        return None
+
+    def _task(self, ctx: Any, node: Dict[str, Any], root: str, parent: Any, has_parent: bool,
+              parent_id: Optional[str]) -> Generator[Any, Any, Any]:
+        delay = self._delay(ctx, node)
+        if delay:
+            yield ctx.sleep(delay)
+        try:
+            result = yield self._activity(ctx, node, root, parent, has_parent, parent_id)
+        except Exception as error:
+            self.members[node["id"]] = {"state": "FAILURE", "name": node["name"], "error": str(error)}
+            for errback in node.get("link_error") or []:
+                try:
+                    yield from self._node(ctx, dict(errback, immutable=True) if errback["kind"] == "task"
+                                          else errback, root, None, False, node["id"])
+                except Exception:
+                    ctx.logger.warning("errback of %s failed", node["id"])
+            raise
+        self.members[node["id"]] = {"state": "SUCCESS", "name": node["name"], "result": result}
+        for callback in node.get("link") or []:
+            yield from self._node(ctx, callback, root, result, True, node["id"])
+        return result
+
+    def _node(self, ctx: Any, node: Dict[str, Any], root: str, parent: Any, has_parent: bool,
+              parent_id: Optional[str] = None) -> Generator[Any, Any, Any]:
+        kind = node["kind"]
+        if kind == "task":
+            return (yield from self._task(ctx, node, root, parent, has_parent, parent_id))
+        if kind == "chain":
+            value, chained, last_id = parent, has_parent, parent_id
+            for member in node["tasks"]:
+                value = yield from self._node(ctx, member, root, value, chained, last_id)
+                chained, last_id = True, member.get("id", last_id)
+            return value
+        if kind == "group":
+            return (yield from self._group(ctx, node, root, parent, has_parent, parent_id))
+        if kind == "chord":
+            results = yield from self._group(ctx, node["header"], root, parent, has_parent, parent_id)
+            return (yield from self._node(ctx, node["body"], root, results, True, node["id"]))
+        raise ValueError(f"unknown canvas node kind {kind!r}")
+
+    def _group(self, ctx: Any, node: Dict[str, Any], root: str, parent: Any, has_parent: bool,
+               parent_id: Optional[str]) -> Generator[Any, Any, Any]:
+        members = node["tasks"]
+        if not members:
+            return []
+        simple = all(m["kind"] == "task" and not m.get("link") and not m.get("link_error")
+                     and self._delay(ctx, m) is None for m in members)
+        commands: List[Any] = []
+        for member in members:
+            if simple:
+                commands.append(self._activity(ctx, member, root, parent, has_parent, parent_id))
+            else:
+                child: Dict[str, Any] = {"kind": "chain", "tasks": [member]}
+                if has_parent:
+                    child["seed"] = {"value": parent}
+                commands.append(ctx.start_child_workflow(
+                    CANVAS_WORKFLOW, [child, root], task_queue=_first_queue(member)))
+        try:
+            results = yield commands
+        except Exception:
+            for member in members:
+                self.members.setdefault(member.get("id", "?"), {"state": "FAILURE"})
+            raise
+        for member, result in zip(members, results):
+            if member.get("id"):
+                self.members[member["id"]] = {"state": "SUCCESS", "name": member.get("name"), "result": result}
+        return list(results)

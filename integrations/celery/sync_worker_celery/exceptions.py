@@ -1,0 +1,192 @@
+"""Celery's exception names (``celery.exceptions``), plus the facade's own refusal errors.
+
+A module that does ``from celery.exceptions import SoftTimeLimitExceeded`` keeps working with
+``from sync_worker_celery.exceptions import SoftTimeLimitExceeded``.
+"""
+
+from __future__ import annotations
+
+import numbers
+from datetime import datetime, timezone
+from typing import Any, Optional, Union
+
+__all__ = [
+    "AlreadyRegistered",
+    "CeleryError",
+    "ChordError",
+    "Ignore",
+    "ImproperlyConfigured",
+    "InvalidTaskError",
+    "MaxRetriesExceededError",
+    "NotRegistered",
+    "Reject",
+    "RemoteTaskError",
+    "Retry",
+    "SoftTimeLimitExceeded",
+    "TaskError",
+    "TaskRevokedError",
+    "TimeLimitExceeded",
+    "TimeoutError",
+    "UnsupportedFeature",
+    "WorkerLostError",
+]
+
+
+class CeleryError(Exception):
+    """Base of the facade's errors (as in Celery)."""
+
+
+class TaskPredicate(CeleryError):
+    """Base of the exceptions that steer a task's state (Retry, Ignore, Reject)."""
+
+
+class Retry(TaskPredicate):
+    """Raised by ``Task.retry()``: the task is to be retried (state RETRY).
+
+    ``when`` is the countdown in seconds (or an ``eta`` datetime); ``exc`` the error that
+    caused the retry, if any.
+    """
+
+    def __init__(self, message: Optional[str] = None, exc: Optional[BaseException] = None,
+                 when: Union[float, datetime, None] = None, is_eager: bool = False, sig: Any = None,
+                 **kwargs: Any) -> None:
+        self.message = message
+        self.exc = exc
+        self.when = when
+        self.is_eager = is_eager
+        self.sig = sig
+        super().__init__(self, exc, when, **kwargs)
+
+    def humanize(self) -> str:
+        if isinstance(self.when, numbers.Number):
+            return f"in {self.when}s"
+        return f"at {self.when}"
+
+    def countdown_seconds(self) -> float:
+        """The delay before the next attempt, in seconds (an ``eta`` is converted)."""
+        if isinstance(self.when, datetime):
+            when = self.when if self.when.tzinfo else self.when.replace(tzinfo=timezone.utc)
+            return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+        if isinstance(self.when, numbers.Real):
+            return max(0.0, float(self.when))
+        return 0.0
+
+    def __str__(self) -> str:
+        if self.message:
+            return self.message
+        if self.exc:
+            return f"Retry {self.humanize()}: {self.exc!r}"
+        return f"Retry {self.humanize()}"
+
+    def __reduce__(self) -> Any:
+        return self.__class__, (self.message, self.exc, self.when)
+
+
+RetryTaskError = Retry
+
+
+class Ignore(TaskPredicate):
+    """The task is to be ignored: no state is recorded by Celery. Here: it completes with ``None``."""
+
+
+class Reject(TaskPredicate):
+    """Reject the task. ``requeue=True`` asks for another attempt (a retry without delay)."""
+
+    def __init__(self, reason: Any = None, requeue: bool = False) -> None:
+        self.reason = reason
+        self.requeue = requeue
+        super().__init__(reason, requeue)
+
+    def __repr__(self) -> str:
+        return f"reject requeue={self.requeue}: {self.reason}"
+
+
+class ImproperlyConfigured(CeleryError, ImportError):
+    """The app is configured in a way the facade cannot serve."""
+
+
+class NotRegistered(CeleryError, KeyError):
+    """No task of that name is registered with the app."""
+
+    def __repr__(self) -> str:
+        return f"Task of kind {self.args[0] if self.args else '?'} never registered, please make sure it's imported."
+
+
+class AlreadyRegistered(CeleryError):
+    """A task of that name is already registered."""
+
+
+class TimeoutError(CeleryError):
+    """``AsyncResult.get(timeout=...)`` ran out of time."""
+
+
+class MaxRetriesExceededError(CeleryError):
+    """``Task.retry()`` was called after the task's ``max_retries``."""
+
+    def __init__(self, *args: Any, task_args: Any = None, task_kwargs: Any = None, **kwargs: Any) -> None:
+        self.task_args = task_args
+        self.task_kwargs = task_kwargs
+        super().__init__(*args, **kwargs)
+
+
+class TaskError(CeleryError):
+    """A task-related error."""
+
+
+class TaskRevokedError(CeleryError):
+    """The task was revoked; its result is not available."""
+
+
+class InvalidTaskError(CeleryError):
+    """The task message is invalid (for example unreadable arguments)."""
+
+
+class ChordError(CeleryError):
+    """A chord's header failed, so its body cannot run."""
+
+
+class WorkerLostError(Exception):
+    """The worker running the task was lost."""
+
+
+class SoftTimeLimitExceeded(Exception):
+    """Raised inside a task when it reaches its ``soft_time_limit`` (catch it to clean up)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+
+    def __str__(self) -> str:
+        return "SoftTimeLimitExceeded" + (f"({self.args[0]!r})" if self.args else "()")
+
+
+class TimeLimitExceeded(Exception):
+    """The task ran past its hard ``time_limit`` and was stopped (state FAILURE)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+
+    def __str__(self) -> str:
+        return "TimeLimitExceeded" + (f"({self.args[0]!r})" if self.args else "()")
+
+
+class RemoteTaskError(CeleryError):
+    """A task failed with an exception whose type cannot be imported here.
+
+    Carries the remote ``exc_type`` (the class name), ``exc_module``/``exc_class`` (dotted
+    path), ``message`` and the remote ``traceback`` text.
+    """
+
+    def __init__(self, exc_type: str, message: str, traceback: Optional[str] = None,
+                 exc_class: Optional[str] = None) -> None:
+        super().__init__(f"{exc_type}: {message}")
+        self.exc_type = exc_type
+        self.message = message
+        self.traceback = traceback
+        self.exc_class = exc_class
+
+
+class UnsupportedFeature(CeleryError, NotImplementedError):
+    """A Celery feature that ``sync_worker_celery`` refuses rather than getting it silently wrong.
+
+    The message names the feature and, where there is one, the way to get the same effect.
+    """

@@ -1,0 +1,283 @@
+"""Running one task call: signals, hooks, retries, time limits — in a worker or eagerly.
+
+:func:`trace` is the one place a call runs (Celery's "tracer"); the worker's activity
+function (:func:`activity_for`) and eager ``apply()`` (:func:`apply_eagerly`) both use it.
+
+How the outcome reaches the server from a worker:
+
+* a return value completes the activity (state SUCCESS);
+* ``Retry`` (from ``self.retry`` or ``autoretry_for``) fails the attempt *retryably*, with
+  ``next_retry_delay`` = the countdown: the server runs the next attempt after it (RETRY);
+* any other exception fails the attempt *non-retryably* with its own type, class, message
+  and traceback (FAILURE) — Celery does not retry unless asked;
+* a revoke seen while running (``revoke(terminate=True)``) stops the task (REVOKED).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+
+from . import ratelimit, signals, states
+from .einfo import ExceptionInfo
+from .exceptions import Ignore, Reject, Retry, TaskRevokedError
+from .request import Context
+from .timelimits import TimeLimits, interrupt_current
+from .wire import decode_call, exponential_backoff
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .result import EagerResult
+    from .task import Task
+
+__all__ = ["Outcome", "activity_for", "apply_eagerly", "trace"]
+
+logger = logging.getLogger("sync_worker.celery.execution")
+
+
+@dataclass
+class Outcome:
+    state: str
+    retval: Any = None
+    exception: Optional[BaseException] = None
+    einfo: Optional[ExceptionInfo] = None
+    retry: Optional[Retry] = None
+
+
+def _autoretry(task: Task, exc: Exception) -> Optional[BaseException]:
+    """What ``autoretry_for`` makes of ``exc``: a Retry, another error to fail with, or None (no autoretry)."""
+    if not task.autoretry_for or not isinstance(exc, tuple(task.autoretry_for)):
+        return None
+    if task.dont_autoretry_for and isinstance(exc, tuple(task.dont_autoretry_for)):
+        return None
+    retry_kwargs = dict(task.retry_kwargs or {})
+    if task.retry_backoff:
+        retry_kwargs["countdown"] = exponential_backoff(
+            max(1.0, float(task.retry_backoff)), task.request.retries, task.retry_backoff_max, bool(task.retry_jitter))
+    try:
+        task.retry(exc=exc, **retry_kwargs)
+    except BaseException as outcome:  # Retry, or exc / MaxRetriesExceededError once exhausted
+        return outcome
+    return None  # pragma: no cover - retry() always raises with throw=True
+
+
+def trace(task: Task, args: Tuple[Any, ...], kwargs: Dict[str, Any], request: Context,
+          limits: Tuple[Optional[float], Optional[float]] = (None, None)) -> Outcome:
+    """Run one call of ``task`` with ``request`` pushed; never raises except for revocation."""
+    task_id = str(request.id)
+    task.push_request(**{k: v for k, v in vars(request).items() if k != "headers"},
+                      headers=request.headers)
+    live = task.request
+    signals.task_prerun.send(sender=task, task_id=task_id, task=task, args=args, kwargs=kwargs)
+    outcome: Outcome
+    try:
+        try:
+            task.before_start(task_id, args, kwargs)
+            with TimeLimits(limits[0], limits[1]):
+                retval = task(*args, **kwargs)
+            pending = getattr(live, "_pending_retry", None)
+            if pending is not None:
+                raise pending
+        except Retry as retry:
+            outcome = Outcome(states.RETRY, retry, retry, ExceptionInfo(retry), retry)
+        except Ignore:
+            outcome = Outcome(states.IGNORED, None)
+        except Reject as reject:
+            if reject.requeue:
+                requeue = Retry(f"Rejected (requeue): {reject.reason}", None, 0)
+                outcome = Outcome(states.RETRY, requeue, requeue, ExceptionInfo(requeue), requeue)
+            else:
+                outcome = Outcome(states.FAILURE, reject, reject, ExceptionInfo(reject))
+        except TaskRevokedError as revoked:
+            outcome = Outcome(states.REVOKED, revoked, revoked, ExceptionInfo(revoked))
+        except Exception as exc:
+            auto = _autoretry(task, exc)
+            if isinstance(auto, Retry):
+                outcome = Outcome(states.RETRY, auto, auto, ExceptionInfo(auto), auto)
+            else:
+                final = auto if isinstance(auto, Exception) else exc
+                outcome = Outcome(states.FAILURE, final, final, ExceptionInfo(final))
+        else:
+            outcome = Outcome(states.SUCCESS, retval)
+        _report(task, task_id, args, kwargs, live, outcome)
+    finally:
+        signals.task_postrun.send(sender=task, task_id=task_id, task=task, args=args, kwargs=kwargs,
+                                  retval=outcome.retval if "outcome" in locals() else None,
+                                  state=outcome.state if "outcome" in locals() else states.FAILURE)
+        task.pop_request()
+    return outcome
+
+
+def _report(task: Task, task_id: str, args: Any, kwargs: Any, request: Context, outcome: Outcome) -> None:
+    """Class hooks and signals for an outcome (hook errors are logged, like signal errors)."""
+    try:
+        if outcome.state == states.SUCCESS:
+            task.on_success(outcome.retval, task_id, args, kwargs)
+            signals.task_success.send(sender=task, result=outcome.retval)
+        elif outcome.state == states.RETRY:
+            assert outcome.retry is not None
+            reason = outcome.retry.exc or outcome.retry
+            task.on_retry(reason, task_id, args, kwargs, outcome.einfo)
+            signals.task_retry.send(sender=task, request=request, reason=reason, einfo=outcome.einfo)
+        elif outcome.state == states.FAILURE:
+            assert outcome.exception is not None and outcome.einfo is not None
+            task.on_failure(outcome.exception, task_id, args, kwargs, outcome.einfo)
+            signals.task_failure.send(sender=task, task_id=task_id, exception=outcome.exception, args=args,
+                                      kwargs=kwargs, traceback=outcome.einfo.tb, einfo=outcome.einfo)
+        elif outcome.state == states.REVOKED:
+            signals.task_revoked.send(sender=task, request=request, terminated=True, signum=None, expired=False)
+        task.after_return(outcome.state, outcome.retval, task_id, args, kwargs, outcome.einfo)
+    except Exception:
+        logger.exception("task %s[%s]: a handler raised", task.name, task_id)
+
+
+# -- eager ------------------------------------------------------------------------------------------
+
+def apply_eagerly(task: Task, args: Tuple[Any, ...], kwargs: Dict[str, Any], *, task_id: Optional[str],
+                  link: Any, link_error: Any, retries: int, throw: Optional[bool],
+                  options: Dict[str, Any]) -> EagerResult:
+    """``Task.apply()``: run here, retrying at once (countdowns skipped), as Celery's eager mode does."""
+    from .result import EagerResult
+    from .utils import uuid
+
+    task_id = task_id or uuid()
+    app = task.app
+    propagate = app.conf.task_eager_propagates if throw is None else throw
+    while True:
+        request = Context(id=task_id, task=task.name, args=list(args), kwargs=dict(kwargs), retries=retries,
+                          is_eager=True, called_directly=False, root_id=options.get("root_id") or task_id,
+                          parent_id=options.get("parent_id"), group=options.get("group_id"),
+                          headers=dict(options.get("headers") or {}),
+                          delivery_info={"exchange": "", "routing_key": options.get("queue"), "priority": None,
+                                         "redelivered": retries > 0, "is_eager": True})
+        eager_state: List[Any] = []
+        request._publish_state = eager_state.append  # type: ignore[attr-defined]
+        outcome = trace(task, args, kwargs, request)
+        if outcome.state != states.RETRY:
+            break
+        retries += 1
+    result = EagerResult(task_id, outcome.retval, outcome.state,
+                         traceback=outcome.einfo.traceback if outcome.einfo else None, name=task.name)
+    if outcome.state == states.FAILURE and propagate:
+        assert outcome.exception is not None
+        raise outcome.exception
+    for callback in _as_list(link if outcome.state == states.SUCCESS else link_error):
+        if outcome.state == states.SUCCESS:
+            callback.clone(args=(outcome.retval,) if not callback.immutable else ()).apply()
+        else:
+            callback.clone(args=(task_id,)).apply()
+    return result
+
+
+def _as_list(value: Any) -> List[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+# -- in a worker ------------------------------------------------------------------------------------
+
+class _Watch:
+    """While a task runs: heartbeat every ``interval`` (so a lost worker is noticed) and stop the
+    task when it is revoked with ``terminate=True``."""
+
+    def __init__(self, ctx: Any, app: Any, activity_id: Optional[str], interval: float) -> None:
+        self.ctx = ctx
+        self.app = app
+        self.activity_id = activity_id
+        self.interval = interval
+        self.stop_event = threading.Event()
+        self.interrupt = interrupt_current()
+        self.revoked = False
+        self.thread = threading.Thread(target=self._loop, name="celery-task-watch", daemon=True)
+
+    def __enter__(self) -> _Watch:
+        if self.interval > 0:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop_event.set()
+
+    def _loop(self) -> None:
+        from sync_worker.errors import ActivityCancelled, ActivityLeaseAuthorityLost
+
+        while not self.stop_event.wait(self.interval):
+            try:
+                self.ctx.heartbeat_sync()
+            except ActivityCancelled:
+                self.revoked = True
+                if not self.stop_event.is_set() and self._terminate_requested():
+                    self.interrupt(TaskRevokedError)
+                return
+            except ActivityLeaseAuthorityLost:
+                return
+            except Exception as error:  # transport trouble: try again next tick
+                logger.debug("task heartbeat failed: %s", error)
+
+    def _terminate_requested(self) -> bool:
+        if not self.activity_id:
+            return False
+        try:
+            described = self.app.client.describe_activity(self.activity_id)
+        except Exception:
+            return False
+        return "terminate" in str(described.get("closed_reason") or "")
+
+
+def _mark_final(exc: BaseException) -> BaseException:
+    """Make ``exc`` a non-retryable failure report (its own type, message and traceback kept)."""
+    try:
+        exc.non_retryable = True  # type: ignore[attr-defined]
+        return exc
+    except (AttributeError, TypeError):  # exceptions with __slots__
+        from sync_worker.errors import NonRetryableError
+
+        return NonRetryableError(f"{type(exc).__name__}: {exc}", cause=exc)
+
+
+def activity_for(task: Task) -> Callable[..., Any]:
+    """The activity function that runs ``task`` in a ``sync_worker`` worker (type = the task name)."""
+    from sync_worker import activity
+    from sync_worker.errors import ActivityCancelled
+
+    def run_task(*wire_args: Any) -> Any:
+        args, kwargs, meta = decode_call(wire_args)
+        ctx = activity.context()
+        info = ctx.info
+        app = task.app
+        hard = meta.get("time_limit", task.time_limit if task.time_limit is not None else app.conf.task_time_limit)
+        soft = meta.get("soft_time_limit",
+                        task.soft_time_limit if task.soft_time_limit is not None else app.conf.task_soft_time_limit)
+        task_id = meta.get("id") or info.workflow_id or info.task_id
+        retries = max(0, info.attempt_number - 1)
+        request = Context(
+            id=task_id, task=task.name, args=list(args), kwargs=dict(kwargs), retries=retries, is_eager=False,
+            called_directly=False, hostname=info.worker_id, root_id=meta.get("root_id") or task_id,
+            parent_id=meta.get("parent_id"), group=meta.get("group"), group_index=meta.get("group_index"),
+            eta=meta.get("eta"), expires=meta.get("expires"), timelimit=(hard, soft),
+            headers=dict(meta.get("headers") or {}),
+            delivery_info={"exchange": "", "routing_key": info.task_queue, "priority": None,
+                           "redelivered": retries > 0})
+        request._publish_state = ctx.heartbeat_sync  # type: ignore[attr-defined]
+        ratelimit.acquire(str(task.name), task.rate_limit)
+        standalone = None if meta.get("id") else info.workflow_id
+        interval = float(app.conf.durable_workflow_heartbeat_interval or 0)
+        with _Watch(ctx, app, standalone, interval) as watch:
+            outcome = trace(task, tuple(args), dict(kwargs), request, (hard, soft))
+        if outcome.state in (states.SUCCESS, states.IGNORED):
+            return outcome.retval
+        if outcome.state == states.RETRY:
+            assert outcome.retry is not None
+            outcome.retry.next_retry_delay = outcome.retry.countdown_seconds()  # type: ignore[attr-defined]
+            raise outcome.retry
+        if outcome.state == states.REVOKED or watch.revoked:
+            raise ActivityCancelled(f"task {task.name}[{task_id}] revoked")
+        assert outcome.exception is not None
+        raise _mark_final(outcome.exception)
+
+    run_task.__activity_name__ = str(task.name)  # type: ignore[attr-defined]
+    run_task.__name__ = str(task.name).rpartition(".")[2] or "task"
+    run_task.__qualname__ = run_task.__name__
+    return run_task

@@ -1,0 +1,93 @@
+"""``self.request``: the running call's context, one stack per thread (or greenlet)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, List, Optional
+
+__all__ = ["Context", "RequestStack"]
+
+
+class Context:
+    """What Celery offers as ``task.request`` (the fields that apply here).
+
+    ``id``, ``task``, ``args``, ``kwargs``, ``retries``, ``is_eager``, ``called_directly``,
+    ``delivery_info`` (``{"exchange": "", "routing_key": queue, "priority": None,
+    "redelivered": bool}``), ``hostname`` (the worker id), ``root_id``, ``parent_id``,
+    ``group``, ``eta``, ``expires``, ``timelimit`` (``(hard, soft)``), ``headers`` (custom
+    headers set at publish time; each is also an attribute, as in Celery), ``origin``.
+    """
+
+    id: Optional[str] = None
+    task: Optional[str] = None
+    args: Any = None
+    kwargs: Any = None
+    retries: int = 0
+    is_eager: bool = False
+    called_directly: bool = True
+    delivery_info: Optional[Dict[str, Any]] = None
+    hostname: Optional[str] = None
+    root_id: Optional[str] = None
+    parent_id: Optional[str] = None
+    group: Optional[str] = None
+    group_index: Optional[int] = None
+    chord: Any = None
+    callbacks: Any = None
+    errbacks: Any = None
+    chain: Any = None
+    eta: Optional[str] = None
+    expires: Optional[str] = None
+    timelimit: Any = (None, None)
+    headers: Optional[Dict[str, Any]] = None
+    origin: Optional[str] = None
+    reply_to: Optional[str] = None
+    correlation_id: Optional[str] = None
+    ignore_result: bool = False
+    properties: Optional[Dict[str, Any]] = None
+
+    def __init__(self, **fields: Any) -> None:
+        headers = fields.pop("headers", None) or {}
+        for name, value in headers.items():
+            if isinstance(name, str) and not name.startswith("_"):
+                setattr(self, name, value)
+        self.headers = dict(headers)
+        for name, value in fields.items():
+            setattr(self, name, value)
+        if self.correlation_id is None:
+            self.correlation_id = self.id
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default)
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def __repr__(self) -> str:
+        return f"<Context: {self.as_dict()!r}>"
+
+
+class RequestStack:
+    """Per-thread (per-greenlet under gevent: ``threading.local`` is patched) request stack."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def _stack(self) -> List[Context]:
+        stack: Optional[List[Context]] = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = []
+            self._local.stack = stack
+        return stack
+
+    def push(self, context: Context) -> None:
+        self._stack().append(context)
+
+    def pop(self) -> None:
+        stack = self._stack()
+        if stack:
+            stack.pop()
+
+    @property
+    def top(self) -> Optional[Context]:
+        stack = self._stack()
+        return stack[-1] if stack else None

@@ -1,0 +1,97 @@
+"""Celery-era tasks of the sample project (written for Celery 5)."""
+
+import time
+
+from sync_worker_celery import shared_task
+from sync_worker_celery.exceptions import SoftTimeLimitExceeded
+from sync_worker_celery.utils.log import get_task_logger
+
+from .celery import app
+
+logger = get_task_logger(__name__)
+
+
+class UpstreamError(Exception):
+    """A flaky dependency."""
+
+
+def _pause(seconds):
+    # short sleeps, so a time limit raised in this thread lands promptly
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@app.task
+def add(x, y):
+    return x + y
+
+
+@app.task
+def tsum(numbers):
+    return sum(numbers)
+
+
+@shared_task
+def greet(name, greeting="hello", punctuation="!"):
+    logger.info("greeting %s", name)
+    return f"{greeting}, {name}{punctuation}"
+
+
+@app.task
+def route_me(value):
+    return value
+
+
+@app.task(bind=True, max_retries=3, default_retry_delay=30)
+def flaky(self, succeed_on_attempt):
+    if self.request.retries + 1 < succeed_on_attempt:
+        raise self.retry(exc=UpstreamError("upstream down"), countdown=1)
+    return {"attempt": self.request.retries + 1, "id": self.request.id}
+
+
+@app.task(bind=True, max_retries=1)
+def retry_forever(self):
+    raise self.retry(countdown=0)
+
+
+@app.task(bind=True, autoretry_for=(UpstreamError,), retry_backoff=1, retry_backoff_max=2,
+          retry_jitter=False, max_retries=3)
+def autoretried(self, failures):
+    if self.request.retries < failures:
+        raise UpstreamError(f"failure {self.request.retries + 1}")
+    return self.request.retries
+
+
+@app.task(soft_time_limit=1, time_limit=20)
+def soft_limited(seconds):
+    try:
+        _pause(seconds)
+    except SoftTimeLimitExceeded:
+        return "cleaned up after the soft limit"
+    return "finished"
+
+
+@app.task(time_limit=1)
+def hard_limited(seconds):
+    _pause(seconds)
+    return "finished"
+
+
+@app.task(bind=True)
+def with_progress(self, steps, pause):
+    for step in range(steps):
+        self.update_state(state="PROGRESS", meta={"current": step + 1, "total": steps})
+        _pause(pause)
+    return {"done": steps}
+
+
+@app.task
+def sleepy(seconds):
+    _pause(seconds)
+    return seconds
+
+
+@app.task
+def explode(message):
+    raise ValueError(message)
