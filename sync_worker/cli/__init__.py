@@ -18,6 +18,7 @@ from .. import __version__
 _COMMANDS = {
     "devserver": "sync_worker.devserver.cli:devserver_command",
     "run": "sync_worker.worker.cli:run_command",
+    "celery": "sync_worker_celery.cli:celery_command",
 }
 
 

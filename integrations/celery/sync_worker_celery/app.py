@@ -300,7 +300,7 @@ class Celery:
             packages = packages()
         if packages is None:
             try:
-                from django.conf import settings  # type: ignore[import-untyped]
+                from django.conf import settings
 
                 packages = list(settings.INSTALLED_APPS) if settings.configured else []
             except ImportError:
@@ -318,7 +318,7 @@ class Celery:
                     if error.name not in (module_name, package):  # the module itself failed to import
                         raise
                     try:  # a Django AppConfig path: use its package
-                        from django.apps import apps  # type: ignore[import-untyped]
+                        from django.apps import apps
 
                         config = next((c for c in apps.get_app_configs() if c.name == package
                                        or f"{c.__module__}.{type(c).__name__}" == package), None)
@@ -369,8 +369,9 @@ class Celery:
                        or os.environ.get("DURABLE_WORKFLOW_SERVER_URL"))
                 if not url:
                     raise ImproperlyConfigured(
-                        "no Durable Workflow server: set durable_workflow_server_url (CELERY_DURABLE_WORKFLOW_SERVER_URL"
-                        " in Django) or the DURABLE_WORKFLOW_SERVER_URL environment variable")
+                        "no Durable Workflow server: set durable_workflow_server_url "
+                        "(CELERY_DURABLE_WORKFLOW_SERVER_URL in Django) or the DURABLE_WORKFLOW_SERVER_URL "
+                        "environment variable")
                 token = self.conf.get("durable_workflow_auth_token") or os.environ.get("DURABLE_WORKFLOW_AUTH_TOKEN")
                 namespace = (self.conf.get("durable_workflow_namespace")
                              or os.environ.get("DURABLE_WORKFLOW_NAMESPACE") or "default")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import traceback as _traceback
 from types import TracebackType
-from typing import Optional, Type
+from typing import Optional, Tuple, Type
 
 __all__ = ["ExceptionInfo"]
 
@@ -20,7 +20,7 @@ class ExceptionInfo:
         self.internal = False
 
     @property
-    def exc_info(self) -> tuple:
+    def exc_info(self) -> Tuple[Type[BaseException], BaseException, Optional[TracebackType]]:
         return (self.type, self.exception, self.tb)
 
     def __str__(self) -> str:

@@ -25,7 +25,6 @@ this format byte for byte; it does not change without a new marker name.
 
 from __future__ import annotations
 
-import math
 import random
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -39,6 +38,8 @@ __all__ = [
 ]
 
 KWARGS_KEY = "__kwargs__"
+#: Delay before an attempt lost with its worker runs again.
+LOST_ATTEMPT_RETRY_SECONDS = 1
 META_KEY = "__celery__"
 
 
@@ -90,18 +91,8 @@ def retry_policy_for(task: Any) -> Dict[str, Any]:
     The facade decides *whether* an attempt is retried (``self.retry``, ``autoretry_for``,
     ``max_retries``): every other failure is reported non-retryable. So the server budget is
     unlimited (``max_attempts: null``); it still retries attempts lost with their worker
-    (lease expiry), as Celery does for ``acks_late`` tasks. *When* the next attempt runs is
-    the failing attempt's ``next_retry_delay``; ``backoff_seconds`` is the same schedule
-    without jitter, for servers that do not read ``next_retry_delay``.
+    (heartbeat or lease timeout), as Celery redelivers ``acks_late`` tasks, after
+    ``backoff_seconds`` (1 s). *When* a requested retry runs is the failing attempt's
+    ``next_retry_delay`` (the countdown), which the server applies in place of the backoff.
     """
-    max_retries = task.max_retries
-    count = 20 if max_retries is None else max(1, int(max_retries))
-    backoff: List[int] = []
-    factor = task.retry_backoff
-    for retries in range(count):
-        if task.autoretry_for and factor:
-            delay = exponential_backoff(1 if factor is True else float(factor), retries, task.retry_backoff_max, False)
-        else:
-            delay = float(task.default_retry_delay or 0)
-        backoff.append(math.ceil(delay))
-    return {"max_attempts": None, "backoff_seconds": backoff, "non_retryable_error_types": []}
+    return {"max_attempts": None, "backoff_seconds": [LOST_ATTEMPT_RETRY_SECONDS], "non_retryable_error_types": []}

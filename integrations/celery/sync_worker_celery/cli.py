@@ -1,0 +1,294 @@
+"""``sync-worker celery -A proj worker -Q q -c 8 -P gevent -l info``: Celery's worker command.
+
+A Procfile line ``celery -A proj worker -Q mail -c 8 -l info`` becomes
+``sync-worker celery -A proj worker -Q mail -c 8 -l info``. ``-P gevent`` is patched before
+anything loads (the ``sync-worker`` launcher reads argv first, as Celery's ``celery`` does).
+
+Celery's worker flags: supported ones act (``-Q``, ``-c``, ``-P threads|gevent``, ``-l``,
+``-n``, ``--time-limit``, ``--soft-time-limit``, ``--pidfile``, ``--logfile``, ``-B``);
+``-P prefork``/``solo`` run on threads (with a notice); harmless ones (``--without-gossip``,
+``--without-mingle``, ``--without-heartbeat``, ``-E``, ``-O``, ``--prefetch-multiplier``,
+``--max-tasks-per-child``, ...) are accepted with a notice; ``-D/--detach``, ``-X`` and
+``-P eventlet`` are refused with a reason.
+
+Signals as ``sync-worker run``: TERM/INT warm shutdown (drain), a second one or QUIT cold.
+Exit codes: 0 clean, 1 worker failed, 2 usage error, 3 drain incomplete, 4 cold stop.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Any, List, Optional, Sequence
+
+import click
+
+from . import notices, signals
+
+__all__ = ["celery_command", "find_app", "main"]
+
+logger = logging.getLogger("sync_worker.celery.cli")
+
+CELERY_LOG_FORMAT = "[%(asctime)s: %(levelname)s/%(processName)s] %(message)s"
+
+
+def find_app(name: str) -> Any:
+    """Resolve ``-A``: ``proj``, ``proj.celery``, ``proj:app`` or ``proj.celery:app`` (as Celery does)."""
+    from .app import Celery
+
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    module_name, _, attribute = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise click.UsageError(f"-A {name}: cannot import {module_name!r}: {error}") from None
+    if attribute:
+        value: Any = module
+        for part in attribute.split("."):
+            value = getattr(value, part, None)
+        if callable(value) and not isinstance(value, Celery):
+            value = value()
+        if not isinstance(value, Celery):
+            raise click.UsageError(f"-A {name}: {attribute!r} is not a Celery app")
+        return value
+    for candidate in ("app", "celery"):
+        value = getattr(module, candidate, None)
+        if isinstance(value, Celery):
+            return value
+    try:
+        sub = importlib.import_module(f"{module_name}.celery")
+    except ImportError:
+        sub = None
+    if sub is not None:
+        for candidate in ("app", "celery"):
+            value = getattr(sub, candidate, None)
+            if isinstance(value, Celery):
+                return value
+    found = [v for v in vars(module).values() if isinstance(v, Celery)]
+    if len(found) == 1:
+        return found[0]
+    raise click.UsageError(f"-A {name}: no Celery app found (looked for 'app' and 'celery', also in "
+                           f"{module_name}.celery)")
+
+
+class _Flags:
+    def __init__(self) -> None:
+        self.warm = False
+        self.cold = False
+
+    def on_term(self, signum: int, frame: Any) -> None:
+        if self.warm:
+            self.cold = True
+        self.warm = True
+
+    def on_quit(self, signum: int, frame: Any) -> None:
+        self.warm = self.cold = True
+
+
+def _serve(app: Any, workers: List[Any], beat: bool) -> int:
+    from sync_worker.worker.worker import ShutdownIncomplete
+
+    from .worker import WorkerGroup
+
+    group = WorkerGroup(app, workers)
+    flags = _Flags()
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, flags.on_term),
+                signal.SIGINT: signal.signal(signal.SIGINT, flags.on_term)}
+    if hasattr(signal, "SIGQUIT"):
+        previous[signal.SIGQUIT] = signal.signal(signal.SIGQUIT, flags.on_quit)
+    group.start()
+    ready = threading.Thread(target=group.wait_ready, name="celery-ready", daemon=True)
+    ready.start()
+    if beat:
+        from .beat import install_beat_schedule
+
+        install_beat_schedule(app)
+    logger.info("celery@%s ready: queues %s", group.hostname, ", ".join(w.task_queue for w in workers))
+    warm_sent = cold_sent = False
+    try:
+        while group.alive():
+            for _ in range(2):
+                if not group.alive():
+                    break
+                threading.Event().wait(0.05)
+            if flags.cold and not cold_sent:
+                cold_sent = warm_sent = True
+                logger.warning("cold shutdown: abandoning running tasks")
+                threading.Thread(target=group.stop, args=(True,), daemon=True).start()
+            elif flags.warm and not warm_sent:
+                warm_sent = True
+                logger.info("warm shutdown (MainProcess): draining running tasks")
+                threading.Thread(target=group.stop, args=(False,), daemon=True).start()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    group.join(1)
+    if cold_sent:
+        return 4
+    if not group.errors:
+        return 0
+    if all(isinstance(e, ShutdownIncomplete) for e in group.errors):
+        return 3
+    for error in group.errors:
+        logger.error("worker failed: %s: %s", type(error).__name__, error)
+    return 1
+
+
+_NOTICE_FLAGS = {
+    "without_gossip": "--without-gossip", "without_mingle": "--without-mingle",
+    "without_heartbeat": "--without-heartbeat", "events": "-E/--events", "optimization": "-O",
+    "prefetch_multiplier": "--prefetch-multiplier", "disable_prefetch": "--disable-prefetch",
+    "max_tasks_per_child": "--max-tasks-per-child", "max_memory_per_child": "--max-memory-per-child",
+    "heartbeat_interval": "--heartbeat-interval", "autoscale": "--autoscale", "scheduler": "--scheduler",
+    "state_db": "--statedb", "purge": "--purge", "task_events": "-E",
+}
+
+
+@click.group("celery", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-A", "--app", "app_name", required=True, help="The Celery app: proj, proj.celery or proj:app.")
+@click.option("-b", "--broker", default=None, help="Accepted and ignored: the Durable Workflow server is the broker.")
+@click.option("--result-backend", default=None, help="Accepted and ignored: the server keeps results.")
+@click.option("--loader", default=None, hidden=True)
+@click.option("--config", default=None, help="Module to read settings from (config_from_object).")
+@click.option("--workdir", default=None, help="Change to this directory first.")
+@click.option("--server-url", envvar="DURABLE_WORKFLOW_SERVER_URL", default=None,
+              help="Durable Workflow server (env DURABLE_WORKFLOW_SERVER_URL; else the app's setting).")
+@click.option("--token", envvar="DURABLE_WORKFLOW_AUTH_TOKEN", default=None, help="Auth token (env).")
+@click.option("--namespace", envvar="DURABLE_WORKFLOW_NAMESPACE", default=None, help="Namespace (env).")
+@click.option("-q", "--quiet", is_flag=True, hidden=True)
+@click.option("--no-color", is_flag=True, hidden=True)
+@click.pass_context
+def celery_command(ctx: click.Context, app_name: str, broker: Optional[str], result_backend: Optional[str],
+                   loader: Optional[str], config: Optional[str], workdir: Optional[str], server_url: Optional[str],
+                   token: Optional[str], namespace: Optional[str], quiet: bool, no_color: bool) -> None:
+    """Celery's command line for a sync_worker_celery app (worker, beat)."""
+    if workdir:
+        os.chdir(workdir)
+    ctx.obj = {**(ctx.obj or {}), "app_name": app_name, "config": config, "server_url": server_url, "token": token,
+               "namespace": namespace}
+    if broker:
+        notices.once("cli:broker", "-b/--broker is ignored: the Durable Workflow server is the broker")
+    if result_backend:
+        notices.once("cli:backend", "--result-backend is ignored: the server keeps results")
+
+
+def _load_app(obj: Any) -> Any:
+    app = obj.get("app") or find_app(obj["app_name"])
+    if obj.get("config"):
+        app.config_from_object(obj["config"])
+    for key, setting in (("server_url", "durable_workflow_server_url"), ("token", "durable_workflow_auth_token"),
+                         ("namespace", "durable_workflow_namespace")):
+        if obj.get(key) and not app.conf.get(setting):
+            app.conf[setting] = obj[key]
+    return app
+
+
+@celery_command.command("worker", context_settings={"ignore_unknown_options": False})
+@click.option("-Q", "--queues", default=None, help="Comma-separated queues (default: task_default_queue).")
+@click.option("-X", "--exclude-queues", default=None, hidden=True)
+@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=None, help="Concurrent tasks per queue.")
+@click.option("-P", "--pool", default=None, help="threads or gevent (prefork/solo run on threads).")
+@click.option("-l", "--loglevel", default="WARNING", show_default=True, help="Logging level.")
+@click.option("-n", "--hostname", default=None, help="Worker name (the worker id on the server).")
+@click.option("--time-limit", type=float, default=None, help="Hard time limit for every task (seconds).")
+@click.option("--soft-time-limit", type=float, default=None, help="Soft time limit for every task (seconds).")
+@click.option("-B", "--beat", is_flag=True, help="Install beat_schedule as server schedules at start.")
+@click.option("-D", "--detach", is_flag=True, hidden=True)
+@click.option("--pidfile", default=None, help="Write the process id here.")
+@click.option("-f", "--logfile", default=None, help="Log to this file.")
+@click.option("-E", "--task-events", "events", is_flag=True, hidden=True)
+@click.option("-O", "optimization", default=None, hidden=True)
+@click.option("--without-gossip", is_flag=True, hidden=True)
+@click.option("--without-mingle", is_flag=True, hidden=True)
+@click.option("--without-heartbeat", is_flag=True, hidden=True)
+@click.option("--heartbeat-interval", default=None, hidden=True)
+@click.option("--prefetch-multiplier", default=None, hidden=True)
+@click.option("--disable-prefetch", is_flag=True, hidden=True)
+@click.option("--max-tasks-per-child", default=None, hidden=True)
+@click.option("--max-memory-per-child", default=None, hidden=True)
+@click.option("--autoscale", default=None, hidden=True)
+@click.option("-s", "--schedule", "scheduler", default=None, hidden=True)
+@click.option("-S", "--statedb", "state_db", default=None, hidden=True)
+@click.option("--purge", "--discard", "purge", is_flag=True, hidden=True)
+@click.pass_obj
+def worker_command(obj: Any, /, queues: Optional[str], exclude_queues: Optional[str], concurrency: Optional[int],
+                   pool: Optional[str], loglevel: str, hostname: Optional[str], time_limit: Optional[float],
+                   soft_time_limit: Optional[float], beat: bool, detach: bool, pidfile: Optional[str],
+                   logfile: Optional[str], **harmless: Any) -> None:
+    """Serve the app's tasks and canvases on the given queues until signalled."""
+    from sync_worker.worker.backend import POOL_ENV, check_pool, default_pool
+
+    if detach:
+        raise click.UsageError("-D/--detach is not supported: run the worker under your process manager "
+                               "(systemd, supervisord, Kubernetes) in the foreground")
+    if exclude_queues:
+        raise click.UsageError("-X/--exclude-queues is not supported: name the queues to serve with -Q")
+    level = logging.getLevelName(loglevel.upper())
+    if not isinstance(level, int):
+        raise click.UsageError(f"unknown log level {loglevel!r}")
+    handlers: List[logging.Handler] = [logging.FileHandler(logfile) if logfile else logging.StreamHandler()]
+    logging.basicConfig(level=level, format=CELERY_LOG_FORMAT, handlers=handlers)
+    for option, flag in _NOTICE_FLAGS.items():
+        if harmless.get(option):
+            notices.once(f"cli:{option}", f"{flag} is accepted and ignored (it has no meaning here)")
+    name: Optional[str] = (pool or "").lower() or None
+    if name in ("prefork", "processes", "solo", "custom"):
+        notices.once("cli:pool", f"-P {name} runs on threads (no process pool); use -P gevent for greenlets")
+        if name == "solo":
+            concurrency = 1
+        name = "threads"
+    if name == "eventlet":
+        raise click.UsageError("-P eventlet is not supported: use -P gevent")
+    try:
+        resolved = check_pool(name or default_pool())
+    except (ValueError, RuntimeError) as error:
+        raise click.UsageError(str(error)) from None
+    os.environ[POOL_ENV] = resolved
+    app = _load_app(obj)
+    if time_limit is not None:
+        app.conf.task_time_limit = time_limit
+    if soft_time_limit is not None:
+        app.conf.task_soft_time_limit = soft_time_limit
+    if pidfile:
+        with open(pidfile, "w") as handle:
+            handle.write(f"{os.getpid()}\n")
+    signals.celeryd_init.send(sender=hostname, instance=None, conf=app.conf, options={})
+    queue_list = [q.strip() for q in (queues or "").split(",") if q.strip()] or None
+    try:
+        workers = app.workers_for(queue_list, concurrency=concurrency, pool=resolved, hostname=hostname)
+    except Exception as error:
+        raise click.UsageError(f"cannot start the worker: {type(error).__name__}: {error}") from None
+    signals.celeryd_after_setup.send(sender=hostname, instance=None, conf=app.conf)
+    code = _serve(app, workers, beat)
+    if pidfile and os.path.exists(pidfile):
+        os.unlink(pidfile)
+    sys.exit(code)
+
+
+@celery_command.command("beat")
+@click.option("-l", "--loglevel", default="WARNING")
+@click.option("-s", "--schedule", default=None, hidden=True)
+@click.pass_obj
+def beat_command(obj: Any, loglevel: str, schedule: Optional[str]) -> None:
+    """Install the app's beat_schedule as server-side schedules, then exit (the server runs them)."""
+    from .beat import install_beat_schedule
+
+    logging.basicConfig(level=logging.getLevelName(loglevel.upper()), format=CELERY_LOG_FORMAT)
+    app = _load_app(obj)
+    installed = install_beat_schedule(app)
+    click.echo(f"installed {len(installed)} schedule(s): {', '.join(installed) or '-'}")
+
+
+def main(argv: Optional[Sequence[str]] = None, app: Any = None) -> None:
+    """Run the ``celery`` command group (``app.worker_main(argv)`` comes here)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if app is not None:
+        args = ["-A", "__given__", *args]
+        celery_command.main(args=args, prog_name="sync-worker celery", obj={"app": app})
+        return
+    celery_command.main(args=args, prog_name="sync-worker celery")

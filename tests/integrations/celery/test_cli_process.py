@@ -1,0 +1,152 @@
+"""``sync-worker celery -A proj worker ...`` as a real process: threads and gevent, signals,
+and a chord whose worker is SIGKILLed mid-way completing on a second worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator, List
+
+import pytest
+
+from sync_worker import Client
+from sync_worker.devserver import DevServer
+
+from ._support import SAMPLE, wait_for
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def server() -> Iterator[DevServer]:
+    with DevServer(port=0, db=":memory:", workflow_task_lease_seconds=30, query_timeout_seconds=10) as dev:
+        yield dev
+
+
+@pytest.fixture
+def app(server: DevServer) -> Iterator[object]:
+    import proj.tasks  # noqa: F401
+    from proj.celery import app as sample
+
+    sample.client = Client(server.url)
+    sample.conf.durable_workflow_heartbeat_interval = 0.5   # as the worker processes (env below)
+    yield sample
+    sample.client = None
+
+
+class WorkerProcess:
+    def __init__(self, server: DevServer, *args: str, log: Path) -> None:
+        env = dict(os.environ)
+        paths = [str(SAMPLE), str(ROOT), str(ROOT / "integrations" / "celery"), str(ROOT / "integrations" / "django")]
+        env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")])
+        env["DURABLE_WORKFLOW_SERVER_URL"] = server.url
+        env["DURABLE_WORKFLOW_HEARTBEAT_INTERVAL"] = "0.5"
+        env.pop("SYNC_WORKER_POOL", None)
+        self.log = log
+        self.handle = open(log, "wb")  # noqa: SIM115 - closed by stop()
+        self.proc = subprocess.Popen([sys.executable, "-m", "sync_worker", "celery", "-A", "proj", "worker", *args],
+                                     cwd=str(SAMPLE), env=env, stdout=self.handle, stderr=subprocess.STDOUT)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_running(self, workers: int = 1) -> None:
+        wait_for(lambda: self.text().count("running on task queue") >= workers or self.proc.poll() is not None,
+                 timeout=60)
+        assert self.proc.poll() is None, self.text()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 40) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait(10)
+        self.handle.close()
+        return code
+
+
+@pytest.fixture
+def spawn(server: DevServer, tmp_path: Path) -> Iterator[object]:
+    started: List[WorkerProcess] = []
+
+    def start(*args: str) -> WorkerProcess:
+        worker = WorkerProcess(server, *args, log=tmp_path / f"worker-{len(started)}.log")
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop(signal.SIGKILL, timeout=10)
+
+
+def test_worker_command_serves_tasks_and_drains_on_sigterm(app, spawn) -> None:
+    from proj.tasks import add, greet, route_me
+
+    worker = spawn("-Q", "proj-default,proj-routed", "-c", "4", "-l", "info", "-n", "cli-threads",
+                   "--without-gossip", "--without-mingle", "-P", "prefork")
+    worker.wait_running(2)
+    assert add.delay(20, 22).get(timeout=30) == 42
+    assert greet.delay("cli", greeting="hey").get(timeout=30) == "hey, cli!"
+    assert route_me.delay("r").get(timeout=30) == "r"
+    assert worker.stop(signal.SIGTERM) == 0
+    text = worker.text()
+    assert "--without-gossip is accepted and ignored" in text
+    assert "-P prefork runs on threads" in text
+    assert "pool threads" in text and "deregistered" in text
+
+
+def test_gevent_pool_patches_first_and_raises_the_soft_limit(app, spawn) -> None:
+    pytest.importorskip("gevent")
+    from proj.tasks import add, soft_limited
+
+    worker = spawn("-Q", "proj-default", "-c", "50", "-P", "gevent", "-l", "info")
+    worker.wait_running()
+    assert soft_limited.delay(5).get(timeout=30) == "cleaned up after the soft limit"
+    assert add.delay(1, 2).get(timeout=30) == 3
+    assert worker.stop(signal.SIGTERM) == 0
+    assert "pool gevent" in worker.text()
+
+
+def test_usage_errors_name_the_flag(server: DevServer, tmp_path: Path) -> None:
+    for args, message in ((["-D"], "-D/--detach is not supported"), (["-P", "eventlet"], "-P eventlet"),
+                          (["-X", "a"], "-X/--exclude-queues")):
+        worker = WorkerProcess(server, *args, log=tmp_path / "usage.log")
+        assert worker.proc.wait(60) == 2
+        worker.handle.close()
+        assert message in worker.text()
+
+
+def test_chord_survives_its_worker_being_killed(app, spawn) -> None:
+    from proj.tasks import sleepy, tsum
+    from sync_worker_celery import chord
+
+    first = spawn("-Q", "proj-default", "-c", "8", "-l", "info", "-n", "doomed")
+    first.wait_running()
+    result = chord([sleepy.s(3), sleepy.s(3), sleepy.s(3), sleepy.s(3)])(tsum.s())
+    client = app.client
+
+    def members_started() -> bool:
+        runs = client.describe_workflow(result.id)
+        history = client.get_history(result.id, runs.run_id)
+        events = history.get("events", []) if isinstance(history, dict) else history
+        return sum(1 for e in events if e.get("event_type") == "ActivityStarted") >= 4
+
+    wait_for(members_started, timeout=30)
+    time.sleep(0.5)
+    first.proc.send_signal(signal.SIGKILL)
+    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    assert not result.ready()
+    second = spawn("-Q", "proj-default", "-c", "8", "-l", "info", "-n", "rescuer")
+    second.wait_running()
+    assert result.get(timeout=90) == 12
+    history = client.get_history(result.id, client.describe_workflow(result.id).run_id)
+    events = history.get("events", []) if isinstance(history, dict) else history
+    retried = [e for e in events if e.get("event_type") == "ActivityRetryScheduled"]
+    assert len(retried) >= 4 and all(e["payload"].get("timeout_kind") == "heartbeat" for e in retried)
+    assert second.stop(signal.SIGTERM) == 0
