@@ -98,6 +98,6 @@ def admit(path: str, headers: Any, query: Mapping[str, str], *, token: Optional[
         _check_control_version(headers.get(CONTROL_HEADER))
     namespace = (headers.get("X-Namespace") or "").strip() or (query.get("namespace") or "").strip() or "default"
     namespace = namespace.lower()
-    if namespace not in namespaces:
+    if namespace not in namespaces and not (path == "/api/namespaces" or path.startswith("/api/namespaces/")):
         raise ApiError(404, "namespace_not_found", f"namespace {namespace!r} was not found", namespace=namespace)
     return plane, namespace

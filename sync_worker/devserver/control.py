@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from . import activities
+from . import activities, namespaces
 from .engine import Engine
 from .lifecycle import cancel_run, terminate_run
 from .payload_checks import check_payload
@@ -73,6 +73,8 @@ def start_workflow(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict
     execution_timeout = whole_duration(body.get("execution_timeout_seconds"), "execution_timeout_seconds", minimum=1)
     run_timeout = whole_duration(body.get("run_timeout_seconds"), "run_timeout_seconds", minimum=1)
     policy = str(body.get("duplicate_policy") or "fail").replace("_", "-")
+    if namespaces.reserved_elsewhere(engine, namespace, workflow_id):
+        raise namespaces.refuse_reserved(workflow_id)
     existing = engine.current_run(namespace, workflow_id)
     if existing is not None and existing["status"] not in TERMINAL_STATUSES:
         if policy == "use-existing":

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from . import namespaces
 from .store import Row, Store
 from .util import TERMINAL_STATUSES, ApiError, iso, new_id, now
 
@@ -51,6 +52,7 @@ class Engine:
         self.stopping = False
         self._conditions: Dict[Tuple[str, str, str], threading.Condition] = {}
         self.namespaces = tuple(n.lower() for n in config.namespaces) or ("default",)
+        namespaces.bootstrap(self)  # the table is the truth: created namespaces survive a restart
 
     # -- locking and transactions ----------------------------------------------------------
     @contextmanager
@@ -99,6 +101,9 @@ class Engine:
     def require_run(self, namespace: str, workflow_id: str, run_id: Optional[str] = None) -> Row:
         run = self.get_run(run_id) if run_id else self.current_run(namespace, workflow_id)
         if run is None or run["namespace"] != namespace or run["workflow_id"] != workflow_id:
+            foreign = namespaces.foreign_refusal(self, namespace, workflow_id, run_id)
+            if foreign is not None:
+                raise foreign
             raise ApiError(404, "workflow_not_found", f"workflow {workflow_id} was not found",
                            workflow_id=workflow_id)
         return run

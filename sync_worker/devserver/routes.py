@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Pattern, Tuple
 
-from . import activities, control, streams, tasks, updates, workers
+from . import activities, control, operator_routes, streams, tasks, updates, workers
 from .discovery import WORKER_PROTOCOL_VERSION, cluster_info, server_capabilities
 from .engine import Engine
 from .queries import QueryBroker
@@ -314,3 +314,4 @@ _ROUTES: List[Tuple[str, str, Handler]] = [
     ("GET", "/api/workers/" + _ID.format("worker_id"), _worker),
     ("DELETE", "/api/workers/" + _ID.format("worker_id"), _deregister_legacy),
 ]
+_ROUTES.extend(operator_routes.ROUTES)

@@ -23,6 +23,9 @@ TABLES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
     "timers": ("timer_id", ("namespace", "run_id", "state", "fire_at")),
     "workers": ("key", ("namespace", "worker_id")),
     "kv": ("key", ("namespace", "kind")),
+    "namespaces": ("name", ("status", "created_at")),
+    "schedules": ("key", ("namespace", "schedule_id", "state", "next_fire_at")),
+    "schedule_events": ("key", ("namespace", "schedule_id", "seq")),
 }
 
 _INDEXES = (
@@ -35,6 +38,8 @@ _INDEXES = (
     "CREATE INDEX IF NOT EXISTS acts_run ON activities(run_id)",
     "CREATE INDEX IF NOT EXISTS timers_due ON timers(state, fire_at)",
     "CREATE INDEX IF NOT EXISTS timers_run ON timers(run_id, state)",
+    "CREATE INDEX IF NOT EXISTS schedules_due ON schedules(state, next_fire_at)",
+    "CREATE INDEX IF NOT EXISTS schedule_events_seq ON schedule_events(namespace, schedule_id, seq)",
 )
 
 
@@ -92,6 +97,11 @@ class Store:
     def delete(self, table: str, key: str) -> None:
         pk = TABLES[table][0]
         self._conn.execute(f"DELETE FROM {table} WHERE {pk} = ?", (key,))
+
+    def delete_where(self, table: str, where: str, params: Sequence[Any] = ()) -> int:
+        """Delete every matching row (``events`` included); returns how many went."""
+        cur = self._conn.execute(f"DELETE FROM {table} WHERE {where}", tuple(params))
+        return int(cur.rowcount)
 
     def select(self, table: str, where: str = "1=1", params: Sequence[Any] = (), *,
                order: str = "", limit: Optional[int] = None, offset: int = 0) -> List[Row]:
