@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from . import activities, memo, validation
+from . import activities, memo, messages, validation
 from .engine import Engine
 from .lifecycle import close_run
 from .payload_checks import check_payload
@@ -120,6 +120,7 @@ def _record_preamble(engine: Engine, run: Row, task: Row, commands: List[Dict[st
     applied = set()
     for signal in task.get("signals_to_apply") or []:
         applied.add(signal["signal_id"])
+        messages.advance_cursor(engine, run, signal.get("message_sequence"))
         engine.append(run, "SignalApplied", {
             "signal_id": signal["signal_id"], "workflow_signal_id": signal["signal_id"],
             "signal_name": signal["signal_name"], "workflow_instance_id": run["workflow_id"],
@@ -332,7 +333,8 @@ def _continue_as_new(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
                       task_queue=queue, arguments=cmd.get("arguments"), start_accepted=False,
                       parent=run.get("parent"), continued_from=run["run_id"], memo=run.get("memo"),
                       search_attributes=run.get("search_attributes"), run_number=int(run["run_number"]) + 1,
-                      extra={"execution_deadline": run.get("execution_deadline")},
+                      extra={"execution_deadline": run.get("execution_deadline"),
+                             "message_cursor_position": run.get("message_cursor_position") or 0},
                       execution_timeout_seconds=run.get("execution_timeout_seconds"),
                       run_timeout_seconds=run.get("run_timeout_seconds"), run_id=new_run_id)
 

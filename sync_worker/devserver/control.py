@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from . import activities, namespaces
+from . import activities, messages, namespaces
 from .engine import Engine
 from .lifecycle import cancel_run, terminate_run
 from .payload_checks import check_payload
@@ -163,7 +163,8 @@ def signal(engine: Engine, namespace: str, workflow_id: str, run_id: Optional[st
     if arguments is not None:
         payload["arguments"] = arguments
     engine.append(run, "SignalReceived", payload)
-    run["unapplied_signals"].append({"signal_id": signal_id, "signal_name": name})
+    run["unapplied_signals"].append({"signal_id": signal_id, "signal_name": name,
+                                     "message_sequence": messages.reserve_sequence(engine, run)})
     engine.wake(run)
     engine.save_run(run)
     receipt = {"workflow_id": workflow_id, "run_id": run["run_id"], "signal_name": name, "signal_id": signal_id,

@@ -7,6 +7,7 @@ import threading
 import time
 from typing import Any, Dict, Optional, Tuple
 
+from . import messages
 from .engine import Engine
 from .payload_checks import check_payload
 from .store import Row
@@ -37,10 +38,10 @@ def submit(engine: Engine, namespace: str, workflow_id: str, run_id: Optional[st
         dedupe = f"{namespace}\0update_request\0{workflow_id}\0{request_id}" if isinstance(request_id, str) else None
         stored = engine.store.get("kv", dedupe) if dedupe else None
         if stored is not None:
-            if stored["intent"] != {"name": name, "arguments": arguments}:
-                raise ApiError(409, "request_id_conflict", f"request_id {request_id} was used for another update",
-                               request_id=request_id, retained_command_type="update", conflict="intent_mismatch")
+            # A repeated request id is the original update, whatever arguments came with it: the
+            # original identity, arguments and outcome are returned and nothing is recorded again.
             update_id = str(stored["update_id"])
+            name = str(stored["intent"].get("name") or name)
             run = engine.get_run(stored["run_id"]) or run
         else:
             if run["status"] in TERMINAL_STATUSES:
@@ -52,8 +53,9 @@ def submit(engine: Engine, namespace: str, workflow_id: str, run_id: Optional[st
             if arguments is not None:
                 payload["arguments"] = arguments
             engine.append(run, "UpdateAccepted", payload)
-            run.setdefault("pending_updates", []).append({"update_id": update_id, "update_name": name,
-                                                          "arguments": arguments})
+            run.setdefault("pending_updates", []).append({
+                "update_id": update_id, "update_name": name, "arguments": arguments,
+                "message_sequence": messages.reserve_sequence(engine, run)})
             engine.wake(run)
             engine.save_run(run)
             if dedupe:
@@ -61,7 +63,8 @@ def submit(engine: Engine, namespace: str, workflow_id: str, run_id: Optional[st
                                         "intent": {"name": name, "arguments": arguments}, "update_id": update_id,
                                         "run_id": run["run_id"]})
     base = {"update_id": update_id, "update_name": name, "workflow_id": workflow_id, "run_id": run["run_id"],
-            "wait_for": wait_for, "wait_timeout_seconds": wait_timeout, "request_id": request_id}
+            "wait_for": wait_for, "wait_timeout_seconds": wait_timeout, "request_id": request_id,
+            "retained": stored is not None}
     outcome = _wait(engine, namespace, update_id, wait_timeout if wait_for == "completed" else 0.0)
     if outcome is None:
         return 200, {**base, "outcome": "accepted", "update_status": "accepted", "command_status": "accepted",
@@ -113,6 +116,7 @@ def record_outcome(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
                                                "message": cmd.get("message"), "failed": True,
                                                "exception_type": cmd.get("exception_type")})
         outcome = {"status": "failed", "message": cmd.get("message"), "exception_type": cmd.get("exception_type")}
+    messages.advance_cursor(engine, run, found.get("message_sequence"))
     engine.store.put("kv", {"key": _outcome_key(run["namespace"], update_id), "namespace": run["namespace"],
                             "kind": "update", "outcome": outcome})
     # the handler may have changed state a wait depends on: replay the run again afterwards

@@ -22,7 +22,7 @@ from sync_worker import workflow
 from sync_worker.client import Client
 from sync_worker.devserver import DevServer
 from sync_worker.worker import Worker
-from tests._fixtures import fixture_paths, fixtures_dir, load_fixture
+from tests._fixtures import fixture_paths, fixtures_dir, load_fixture, with_signal_cursor
 from tests._import_swap import load_with_sync_worker_imports
 from tests.conformance import _parity_workflows
 from tests.e2e._worker_support import RunningWorker
@@ -153,7 +153,7 @@ def _one_signal(h: Harness, server: DevServer) -> None:
     h.client.signal_workflow(workflow_id, SIGNAL_NAME, [fixture["signal_value"]])
     assert h.client.get_result(workflow_id, timeout=30, poll_interval=0.1) == fixture["signal_value"]
     events = _history(h.client, workflow_id)
-    assert _types(events) == fixture["expected_events"]
+    assert _types(events) == with_signal_cursor(fixture["expected_events"])
     opened = next(e for e in events if e["event_type"] == "ConditionWaitOpened")["payload"]
     satisfied = next(e for e in events if e["event_type"] == "ConditionWaitSatisfied")["payload"]
     received = next(e for e in events if e["event_type"] == "SignalReceived")["payload"]
@@ -189,9 +189,7 @@ def _state_queries(h: Harness, server: DevServer, by_signal: bool = False) -> No
         assert h.client.describe_workflow(workflow_id).status == step["status"]
         assert _types(_history(h.client, workflow_id)) == before, "a query changed the history"
     assert h.client.get_result(workflow_id, timeout=30) == {"count": 2, "last": fixture["signal_value"]}
-    expected = fixture["expected_events"]
-    if by_signal:  # plain signals advance no message cursor; everything else is the fixture's inventory
-        expected = [kind for kind in expected if kind != "MessageCursorAdvanced"]
+    expected = fixture["expected_events"]  # signals and stream messages both advance a cursor
     actual = _types(_history(h.client, workflow_id))
     assert actual == expected, f"history inventory differs:\n got      {actual}\n expected {expected}"
 

@@ -132,7 +132,7 @@ def test_side_effect_version_timer_child_signal_query(dev_server: DevServer) -> 
     assert events == [
         "StartAccepted", "WorkflowStarted", "SideEffectRecorded", "VersionMarkerRecorded", "TimerScheduled",
         "TimerFired", "ChildWorkflowScheduled", "ChildRunStarted", "ChildRunCompleted", "ConditionWaitOpened",
-        "SignalReceived", "SignalApplied", "ConditionWaitSatisfied", "WorkflowCompleted"]
+        "SignalReceived", "MessageCursorAdvanced", "SignalApplied", "ConditionWaitSatisfied", "WorkflowCompleted"]
 
 
 def test_continue_as_new_follows_newest_run(dev_server: DevServer) -> None:

@@ -332,7 +332,7 @@ def test_update_round_trip(raw: Raw) -> None:
     body = responses[0].json()
     assert responses[0].status_code == 200 and body["update_status"] == "completed"
     assert decode_envelope(body["result_envelope"]) == "renamed"
-    assert raw.types("wf-1")[-3:] == ["UpdateAccepted", "UpdateApplied", "UpdateCompleted"]
+    assert raw.types("wf-1")[-4:] == ["UpdateAccepted", "UpdateApplied", "UpdateCompleted", "MessageCursorAdvanced"]
     follow_up = raw.poll(timeout=2)  # the run replays again after the update's handler ran
     assert follow_up is not None and not follow_up.get("workflow_update_id")
 
