@@ -122,7 +122,11 @@ class DurableTestEnvironment:
 
 
 class DurableWorkflowTestMixin:
-    """Mix into ``TransactionTestCase``: a dev server per test class, workers per test on demand."""
+    """Mix into ``TransactionTestCase``: a fresh dev server per test, workers on demand.
+
+    ``self.durable`` is the test's :class:`DurableTestEnvironment`; ``SYNC_WORKER`` points
+    at its server for the duration of the test, and running workers are stopped after it.
+    """
 
     durable: DurableTestEnvironment
 
@@ -135,18 +139,11 @@ class DurableWorkflowTestMixin:
                 f"{cls.__name__}: the durable workers use their own database connections and cannot see rows "
                 "inside TestCase's transaction; base the test on TransactionTestCase")
         super().setUpClass()  # type: ignore[misc]
-        cls.durable = DurableTestEnvironment().start()
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        try:
-            cls.durable.stop()
-        finally:
-            super().tearDownClass()  # type: ignore[misc]
 
     def setUp(self) -> None:
         super().setUp()  # type: ignore[misc]
-        self.addCleanup(self.durable.stop_workers)  # type: ignore[attr-defined]
+        self.durable = DurableTestEnvironment().start()
+        self.addCleanup(self.durable.stop)  # type: ignore[attr-defined]
 
     def start_durable_workers(self, task_queues: Optional[Sequence[str]] = None, **options: Any) -> List[Worker]:
         return self.durable.start_workers(task_queues, **options)

@@ -53,6 +53,9 @@ else:
         }
     }
 
+if os.environ.get("SW_DJANGO_USE_TEST_DB") == "1":  # a durable_worker subprocess started by a test
+    DATABASES["default"]["NAME"] = DATABASES["default"]["TEST"]["NAME"]
+
 SYNC_WORKER = {
     "SERVER_URL": "http://127.0.0.1:7233",
     "TASK_QUEUES": ["shop", "inventory"],
@@ -65,7 +68,12 @@ TASKS = {
     "default": {
         "BACKEND": "sync_worker_django.tasks.DurableWorkflowBackend",
         "QUEUES": ["shop"],
-    }
+    },
+    "retrying": {
+        "BACKEND": "sync_worker_django.tasks.DurableWorkflowBackend",
+        "QUEUES": ["shop"],
+        "OPTIONS": {"RETRY_POLICY": {"max_attempts": 3, "backoff_seconds": [0, 0]}, "START_TO_CLOSE_TIMEOUT": 60},
+    },
 }
 
 LOGGING = {

@@ -15,7 +15,7 @@ def write_receipt(order_id, text):
     return {"receipt": receipt.pk, "order": order.pk}
 
 
-@task(queue_name="shop", takes_context=True)
+@task(queue_name="shop", takes_context=True, backend="retrying")
 def flaky_receipt(context, order_id):
     """Fails on its first attempt; records the attempt number the context reports."""
     attempt = context.attempt

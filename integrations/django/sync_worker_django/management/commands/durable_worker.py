@@ -22,7 +22,7 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser, SystemCheckError
 
 from sync_worker.health import HealthServer
 from sync_worker.worker.cli import EXIT_USAGE, serve
@@ -82,7 +82,10 @@ class Command(BaseCommand):
 
     def execute(self, *args: Any, **options: Any) -> Any:
         set_command_overrides(self._overrides(options))  # the system checks see the flags too
-        return super().execute(*args, **options)
+        try:
+            return super().execute(*args, **options)
+        except SystemCheckError as error:  # a configuration error: exit 2, as `sync-worker run` does
+            raise CommandError(str(error), returncode=EXIT_USAGE) from error
 
     def handle(self, *args: Any, **options: Any) -> None:
         overrides = self._overrides(options)

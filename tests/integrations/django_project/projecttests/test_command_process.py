@@ -1,0 +1,164 @@
+"""``manage.py durable_worker`` as a real process: readiness, warm and cold stops by real signals.
+
+The test process is the "other process" that sends the signals; the worker subprocess uses
+the test database (``SW_DJANGO_USE_TEST_DB``) and the test's dev server (the environment
+variable overrides ``SYNC_WORKER['SERVER_URL']``).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from django.test import TransactionTestCase
+
+from shop.models import Order
+from sync_worker_django.testing import DurableWorkflowTestMixin
+
+from ._support import project_dir
+
+
+class WorkerProcess:
+    def __init__(self, server_url, *args):
+        env = dict(os.environ, SW_DJANGO_USE_TEST_DB="1", DURABLE_WORKFLOW_SERVER_URL=server_url,
+                   PYTHONUNBUFFERED="1")
+        command = [sys.executable, "manage.py", "durable_worker", "--health-port", "0", *args]
+        self.proc = subprocess.Popen(command, cwd=project_dir(), env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        self.lines = []
+        self.port = None
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if "health probes on http://127.0.0.1:" in line:
+                self.port = int(line.split("127.0.0.1:")[1].split("/")[0])
+
+    def output(self):
+        return "".join(self.lines)
+
+    def probe(self, name):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/{name}", timeout=5) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
+
+    def wait_ready(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"worker exited early ({self.proc.returncode}):\n{self.output()}")
+            if self.port is not None and self.probe("readyz")[0] == 200:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"worker not ready in {timeout} s:\n{self.output()}")
+
+    def wait_exit(self, timeout=60):
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError(f"worker did not exit in {timeout} s:\n{self.output()}") from None
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+class CommandProcessTests(DurableWorkflowTestMixin, TransactionTestCase):
+    pool = "threads"
+
+    def launch(self, *args):
+        worker = WorkerProcess(self.durable.server.url, "-Q", "shop", "-P", self.pool, *args)
+        self.addCleanup(worker.kill)
+        worker.wait_ready()
+        return worker
+
+    def wait_activity_started(self, handle, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            run_id = handle.describe().run_id
+            events = self.durable_client.get_history(handle.workflow_id, run_id)["events"]
+            if any(e["event_type"] == "ActivityStarted" for e in events):
+                return
+            time.sleep(0.1)
+        raise AssertionError("the activity never started")
+
+    def test_first_sigterm_drains_running_work_then_exits_0(self):
+        order = Order.objects.create(customer="warm")
+        worker = self.launch("--shutdown-timeout", "30")
+        self.assertIn(f"on pool {self.pool}", worker.output())
+        code, body = worker.probe("healthz")
+        self.assertEqual((code, body["workers"][0]["task_queue"]), (200, "shop"))
+        handle = self.durable_client.start_workflow("shop.slow_touch", order.pk, 2.0, task_queue="shop")
+        self.wait_activity_started(handle)
+        worker.proc.send_signal(signal.SIGTERM)
+        draining = None
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and worker.proc.poll() is None:
+            try:
+                code, body = worker.probe("readyz")
+            except OSError:
+                break
+            if code == 503:
+                draining = body
+                break
+            time.sleep(0.05)
+        self.assertIsNotNone(draining, "readiness must fail as soon as the drain starts")
+        self.assertEqual(worker.wait_exit(60), 0, worker.output())
+        events = self.durable_client.get_history(handle.workflow_id, handle.describe().run_id)["events"]
+        completed = [e for e in events if e["event_type"] == "ActivityCompleted"]
+        self.assertEqual(len(completed), 1, "the running activity finished and was reported during the drain")
+        order.refresh_from_db()
+        self.assertEqual(order.status, "touched")
+        workers = self.durable_client.list_workers(task_queue="shop").get("workers", [])
+        self.assertFalse([w for w in workers if w.get("status") not in ("stopped", "deregistered", "offline")],
+                         workers)
+
+    def test_second_sigterm_is_a_cold_stop_exit_4(self):
+        order = Order.objects.create(customer="cold")
+        worker = self.launch("--shutdown-timeout", "60")
+        handle = self.durable_client.start_workflow("shop.slow_touch", order.pk, 60.0, task_queue="shop")
+        self.wait_activity_started(handle)
+        started = time.monotonic()
+        worker.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        worker.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(worker.wait_exit(30), 4, worker.output())
+        self.assertLess(time.monotonic() - started, 20)
+        order.refresh_from_db()
+        self.assertEqual(order.status, "new")  # the abandoned attempt never wrote
+
+    def test_sigint_then_sigquit(self):
+        worker = self.launch()
+        worker.proc.send_signal(signal.SIGINT)
+        self.assertEqual(worker.wait_exit(30), 0, worker.output())
+
+    def test_configuration_error_exits_2_naming_the_key(self):
+        env = dict(os.environ, SW_DJANGO_USE_TEST_DB="1")
+        done = subprocess.run([sys.executable, "manage.py", "durable_worker", "--server-url", "ftp://nowhere"],
+                              cwd=project_dir(), env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
+        self.assertIn("sync_worker.E003", done.stderr)
+        self.assertIn("SERVER_URL", done.stderr)
+
+
+class GeventCommandProcessTests(CommandProcessTests):
+    """The same process tests with ``-P gevent``: re-executed patched first; psycopg on gevent sockets."""
+
+    pool = "gevent"
+
+    def test_the_re_executed_process_is_patched(self):
+        worker = self.launch()
+        self.assertIn("on pool gevent", worker.output())
+        worker.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(worker.wait_exit(30), 0, worker.output())
