@@ -16,7 +16,6 @@ import urllib.error
 import urllib.request
 
 from django.test import TransactionTestCase
-
 from shop.models import Order
 from sync_worker_django.testing import DurableWorkflowTestMixin
 

@@ -3,7 +3,6 @@
 import json
 
 from django.test import TransactionTestCase
-
 from sync_worker_django.testing import DurableWorkflowTestMixin
 
 

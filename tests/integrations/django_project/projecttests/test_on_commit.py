@@ -2,11 +2,11 @@
 
 from django.db import transaction
 from django.test import TransactionTestCase
-
 from shop.models import Order
-from sync_worker import WorkflowNotFound
 from sync_worker_django import DjangoValueNotAllowed, start_activity_on_commit, start_workflow_on_commit
 from sync_worker_django.testing import DurableWorkflowTestMixin
+
+from sync_worker import WorkflowNotFound
 
 
 class OnCommitTests(DurableWorkflowTestMixin, TransactionTestCase):

@@ -4,7 +4,6 @@ import time
 
 from django.db import transaction
 from django.test import TransactionTestCase
-
 from shop import tasks
 from shop.models import Order, Receipt
 from sync_worker_django.tasks import DurableWorkflowBackend
