@@ -15,7 +15,7 @@ import time
 import urllib.error
 import urllib.request
 
-from django.test import TransactionTestCase
+from django.test import TransactionTestCase, tag
 from shop.models import Order
 from sync_worker_django.testing import DurableWorkflowTestMixin
 
@@ -73,6 +73,7 @@ class WorkerProcess:
             self.proc.wait(10)
 
 
+@tag("process")
 class CommandProcessTests(DurableWorkflowTestMixin, TransactionTestCase):
     pool = "threads"
 
@@ -151,6 +152,7 @@ class CommandProcessTests(DurableWorkflowTestMixin, TransactionTestCase):
         self.assertIn("SERVER_URL", done.stderr)
 
 
+@tag("process")
 class GeventCommandProcessTests(CommandProcessTests):
     """The same process tests with ``-P gevent``: re-executed patched first; psycopg on gevent sockets."""
 

@@ -1,5 +1,6 @@
 """Workflows of the project run end to end: ORM reads and writes from both apps, DB hygiene, bad values."""
 
+import os
 import threading
 
 from django.db import connection
@@ -8,6 +9,7 @@ from inventory.models import Reservation, StockItem
 from shop.models import Order
 from sync_worker_django import DjangoValueNotAllowed, build_workers
 from sync_worker_django.db import close_slot_connections, task_scope
+from sync_worker_django.runner import gevent_patched
 from sync_worker_django.testing import DurableWorkflowTestMixin
 
 from sync_worker import WorkflowFailed
@@ -104,6 +106,19 @@ class WorkflowTests(DurableWorkflowTestMixin, TransactionTestCase):
         thread.join(30)
         self.assertEqual(errors, [])
         self.assertEqual(Order.objects.filter(customer="atomic").count(), 1)
+
+    def test_workers_run_on_the_pool_of_this_process(self):
+        expected = "gevent" if gevent_patched() else "threads"
+        self.assertEqual(os.environ.get("SYNC_WORKER_POOL", "threads"), expected)
+        workers = self.start_durable_workers()
+        self.assertEqual({w.pool for w in workers}, {expected})
+        if expected == "gevent":  # psycopg 3 picks its gevent-aware wait function in a patched process
+            from gevent import monkey
+
+            self.assertTrue(monkey.is_module_patched("socket"))
+        StockItem.objects.create(sku="pool", quantity=5)
+        order = Order.objects.create(customer="pool", sku="pool", quantity=1)
+        self.assertEqual(self.run_workflow("shop.fulfil_order", order.pk, task_queue="shop")["left"], 4)
 
     def test_build_workers_is_the_public_factory(self):
         workers = build_workers(task_queues=["inventory"], concurrency=3)

@@ -11,7 +11,6 @@ import time
 
 from django.db import connection
 from django.test import TransactionTestCase
-
 from inventory.models import Reservation, StockItem
 from shop.models import Order
 from sync_worker_django.testing import DurableWorkflowTestMixin
