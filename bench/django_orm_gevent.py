@@ -69,15 +69,13 @@ def main(argv: List[str]) -> int:
 
     django.setup()
     from django.core.management import call_command
-    from django.db import connections
-
-    from django.db import connection
-
+    from django.db import connection, connections
     from orders.models import Order
-    from sync_worker import activity
-    from sync_worker.devserver import DevServer
     from sync_worker_django import autodiscover, build_workers
     from sync_worker_django.runner import WorkerGroup
+
+    from sync_worker import activity
+    from sync_worker.devserver import DevServer
 
     @activity.defn(name="bench.charge")
     def charge(order_id: int, hold: float) -> int:
