@@ -110,8 +110,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         try:
             handle = client.start_workflow("expenses.approval", "ada", 250, task_queue=queue)
             time.sleep(1.0)
-            print("status:", handle.query("status"))
-            handle.signal("approve", "grace")
+            print("status:", handle.query("status")["result"])
+            handle.signal("approve", ["grace"])
             print("result:", handle.result(timeout=30))
         finally:
             worker.stop()

@@ -395,6 +395,24 @@ class WorkflowFailed(DurableWorkflowError):
         self.exception_class = exception_class
 
 
+class StandaloneActivityFailed(WorkflowFailed):
+    """A standalone activity failed: its failure's type and message, not just "it failed".
+
+    A :class:`WorkflowFailed` (what the published SDK raises here), carrying ``activity_id``,
+    ``failure_type``, ``failure_message`` and the reported ``failure`` object when known.
+    """
+
+    def __init__(self, activity_id: str, failure_type: Optional[str], failure_message: Optional[str],
+                 failure: Optional[Dict[str, Any]] = None) -> None:
+        detail = ": ".join(part for part in (failure_type, failure_message) if part)
+        super().__init__(f"standalone activity {activity_id} failed" + (f": {detail}" if detail else ""),
+                         failure_type)
+        self.activity_id = activity_id
+        self.failure_type = failure_type
+        self.failure_message = failure_message
+        self.failure = failure
+
+
 class WorkflowTerminated(DurableWorkflowError):
     """A workflow was terminated by an operator."""
 

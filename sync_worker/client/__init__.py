@@ -1,24 +1,83 @@
 """``Client``: one blocking object that knows every server route the contract lists.
 
-Control plane (workflows, standalone activities, worker records) and worker plane
-(registration, polls, task outcomes, heartbeats) share one pooled, abortable transport.
-A ``Client`` is safe to share between threads (and greenlets under gevent)::
+A drop-in for the published ``durable_workflow.sync.Client`` (2.12): the same methods,
+parameter names, defaults and result dataclasses, importable from here under the same names
+(``from sync_worker.client import Client, ScheduleSpec, ScheduleAction``). Control plane and
+worker plane share one pooled, abortable transport. A ``Client`` is safe to share between
+threads (and greenlets under gevent)::
 
     client = Client("http://127.0.0.1:7233", token="...", namespace="default")
-    handle = client.start_workflow("greeter", "world", task_queue="default")
+    handle = client.start_workflow(workflow_type="greeter", task_queue="default",
+                                   workflow_id="greet-1", input=["world"])
     print(handle.result(timeout=30))
+
+The package has one module per route family: ``workflows``, ``messages`` (signal, query,
+update), ``commands`` (cancel, terminate, repair, redrive, archive), ``activities``,
+``schedules``, ``namespaces`` (and storage, search attributes), ``task_queues``, ``workers``,
+``system``, ``worker_plane``; ``handles`` and ``results`` hold what they return; ``transport``
+is the only HTTP code.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, Optional
+
+from .activities import ActivitiesMixin
 from .base import (
     CONTROL_PLANE_VERSION,
     MINIMUM_WORKER_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
     SDK_VERSION,
 )
-from .control_plane import ControlPlane, WorkflowExecution, WorkflowHandle, WorkflowList
+from .commands import CommandsMixin
+from .handles import ScheduleHandle, StandaloneActivityHandle, WorkflowHandle
+from .messages import MessagesMixin
+from .namespaces import NamespacesMixin
+from .options import TransportRetryPolicy
+from .results import (
+    NamespaceDescription,
+    NamespaceList,
+    ScheduleAction,
+    ScheduleBackfillResult,
+    ScheduleDescription,
+    ScheduleHistoryEvent,
+    ScheduleHistoryPage,
+    ScheduleList,
+    ScheduleSpec,
+    ScheduleTriggerResult,
+    SearchAttributeList,
+    StandaloneActivityExecution,
+    StandaloneActivityList,
+    StoragePayloadTestResult,
+    StorageTestResult,
+    TaskQueueAdmission,
+    TaskQueueBuildIdCohort,
+    TaskQueueBuildIdRollout,
+    TaskQueueBuildIdRolloutState,
+    TaskQueueDescription,
+    TaskQueueList,
+    TaskQueueQueryAdmission,
+    TaskQueueTaskAdmission,
+    WorkerDescription,
+    WorkerList,
+    WorkflowCommandResult,
+    WorkflowExecution,
+    WorkflowList,
+    WorkflowRun,
+    WorkflowRunList,
+)
+from .schedules import SchedulesMixin
+from .system import SystemMixin
+from .task_queues import TaskQueuesMixin
 from .worker_plane import WorkerPlane
+from .workers import WorkersMixin
+from .workflows import WorkflowsMixin
+
+# the published facade's handle names
+SyncWorkflowHandle = WorkflowHandle
+SyncScheduleHandle = ScheduleHandle
+SyncStandaloneActivityHandle = StandaloneActivityHandle
 
 __all__ = [
     "CONTROL_PLANE_VERSION",
@@ -26,26 +85,119 @@ __all__ = [
     "PROTOCOL_VERSION",
     "SDK_VERSION",
     "Client",
+    "NamespaceDescription",
+    "NamespaceList",
+    "ScheduleAction",
+    "ScheduleBackfillResult",
+    "ScheduleDescription",
+    "ScheduleHandle",
+    "ScheduleHistoryEvent",
+    "ScheduleHistoryPage",
+    "ScheduleList",
+    "ScheduleSpec",
+    "ScheduleTriggerResult",
+    "SearchAttributeList",
+    "StandaloneActivityExecution",
+    "StandaloneActivityHandle",
+    "StandaloneActivityList",
+    "StoragePayloadTestResult",
+    "StorageTestResult",
+    "SyncScheduleHandle",
+    "SyncStandaloneActivityHandle",
+    "SyncWorkflowHandle",
+    "TaskQueueAdmission",
+    "TaskQueueBuildIdCohort",
+    "TaskQueueBuildIdRollout",
+    "TaskQueueBuildIdRolloutState",
+    "TaskQueueDescription",
+    "TaskQueueList",
+    "TaskQueueQueryAdmission",
+    "TaskQueueTaskAdmission",
+    "TransportRetryPolicy",
+    "WorkerDescription",
+    "WorkerList",
+    "WorkflowCommandResult",
     "WorkflowExecution",
     "WorkflowHandle",
     "WorkflowList",
+    "WorkflowRun",
+    "WorkflowRunList",
 ]
 
 
-class Client(ControlPlane, WorkerPlane):
+class Client(
+    WorkflowsMixin,
+    MessagesMixin,
+    CommandsMixin,
+    ActivitiesMixin,
+    SchedulesMixin,
+    NamespacesMixin,
+    TaskQueuesMixin,
+    WorkersMixin,
+    SystemMixin,
+    WorkerPlane,
+):
     """Blocking client for the Durable Workflow server (control plane and worker plane).
 
     ``Client(base_url, *, token=None, control_token=None, worker_token=None, namespace="default",
-    timeout=60.0, connect_timeout=10.0, failure_report_limit_bytes=None, max_connections=None,
-    transport_retries=3, verify=True)``
+    timeout=60.0, retry_policy=None, metrics=None, connect_timeout=10.0,
+    failure_report_limit_bytes=None, max_connections=None, transport_retries=3, verify=True)``
 
     * ``base_url`` is the server origin (no ``/api``).
     * ``token`` authenticates both planes; ``control_token``/``worker_token`` override per plane.
+    * ``retry_policy`` (the SDK's ``TransportRetryPolicy``, or anything with ``max_attempts``,
+      ``initial_backoff_seconds``, ``max_backoff_seconds``) bounds transport retries of
+      requests that are safe to repeat; ``transport_retries`` is the short form.
+    * ``metrics`` is a recorder with ``increment``/``record`` (the SDK's ``MetricsRecorder``):
+      every request counts ``durable_workflow_client_requests`` and times
+      ``durable_workflow_client_request_duration_seconds``.
     * ``failure_report_limit_bytes`` lowers (never raises) the 1 MiB failure-report request budget.
     * ``max_connections`` sizes the connection pool: pollers plus slots (default 64).
-    * ``transport_retries`` bounds retries of requests that are safe to repeat.
+    * ``tls_context`` and ``external_storage*`` are the SDK's; only ``None`` is accepted (pass
+      ``verify=`` a CA bundle path; external payload storage is not supported).
     """
 
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: Optional[str] = None,
+        control_token: Optional[str] = None,
+        worker_token: Optional[str] = None,
+        namespace: str = "default",
+        timeout: float = 60.0,
+        tls_context: Any = None,
+        retry_policy: Any = None,
+        metrics: Any = None,
+        external_storage: Any = None,
+        external_storage_threshold_bytes: Optional[int] = None,
+        external_storage_cache: Any = None,
+        connect_timeout: float = 10.0,
+        failure_report_limit_bytes: Optional[int] = None,
+        max_connections: Optional[int] = None,
+        transport_retries: int = 3,
+        verify: Any = True,
+    ) -> None:
+        if tls_context is not None:
+            raise ValueError("tls_context is not supported by sync_worker's transport; pass verify= a CA bundle path")
+        if external_storage is not None or external_storage_cache is not None or \
+                external_storage_threshold_bytes is not None:
+            raise ValueError("external payload storage is not supported by sync_worker")
+        if retry_policy is not None:
+            transport_retries = int(getattr(retry_policy, "max_attempts", transport_retries))
+        super().__init__(
+            base_url, token=token, control_token=control_token, worker_token=worker_token, namespace=namespace,
+            timeout=timeout, connect_timeout=connect_timeout, failure_report_limit_bytes=failure_report_limit_bytes,
+            max_connections=max_connections, transport_retries=transport_retries, verify=verify, metrics=metrics,
+        )
+        self.retry_policy = retry_policy
+        if retry_policy is not None:
+            policy = self._transport.retry
+            self._transport.retry = dataclasses.replace(
+                policy, initial_backoff=float(getattr(retry_policy, "initial_backoff_seconds", policy.initial_backoff)),
+                max_backoff=float(getattr(retry_policy, "max_backoff_seconds", policy.max_backoff)))
+
     def clone(self, **overrides: object) -> Client:
+        overrides.setdefault("retry_policy", self.retry_policy)
         twin: Client = super().clone(**overrides)
         return twin

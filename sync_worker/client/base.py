@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any, Dict, Mapping, Optional
 from urllib.parse import quote, urlsplit
 
 from .. import errors
 from ..cancel import CancelToken
 from .transport import POLL_ACCEPT, RetryMode, RetryPolicy, Transport
+
+# metric names shared with the published SDK (and sync_worker.worker.metrics)
+CLIENT_REQUESTS = "durable_workflow_client_requests"
+CLIENT_REQUEST_DURATION_SECONDS = "durable_workflow_client_request_duration_seconds"
 
 PROTOCOL_VERSION = "1.20"
 MINIMUM_WORKER_PROTOCOL_VERSION = "1.19"
@@ -47,6 +52,7 @@ class ClientBase:
         max_connections: Optional[int] = None,
         transport_retries: int = 3,
         verify: Any = True,
+        metrics: Any = None,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -72,6 +78,7 @@ class ClientBase:
         self.max_connections = int(max_connections) if max_connections else 64
         self.transport_retries = max(1, int(transport_retries))
         self.verify = verify
+        self.metrics = metrics  # a MetricsRecorder (increment/record), as the published SDK takes
         self._transport = Transport(
             self.base_url,
             timeout=self.timeout,
@@ -92,7 +99,7 @@ class ClientBase:
             namespace=self.namespace, timeout=self.timeout, connect_timeout=self.connect_timeout,
             failure_report_limit_bytes=self.failure_report_limit_bytes,
             max_connections=self.max_connections, transport_retries=self.transport_retries,
-            verify=self.verify,
+            verify=self.verify, metrics=self.metrics,
         )
         config.update(overrides)
         twin = type(self)(self.base_url, **config)
@@ -177,11 +184,27 @@ class ClientBase:
         else:  # discovery: prefer the worker credential, as the contract says
             headers = self._worker_headers() if self.worker_token else self._control_headers()
         clean_params = {k: v for k, v in (params or {}).items() if v is not None} or None
-        response = self._transport.request(
-            method, "/api" + path, route=route, headers=headers, json_body=body, params=clean_params,
-            read_timeout=read_timeout, retry=retry, cancel=cancel, operation=operation, poll=poll,
-        )
-        return response.body
+        if self.metrics is None:
+            return self._transport.request(
+                method, "/api" + path, route=route, headers=headers, json_body=body, params=clean_params,
+                read_timeout=read_timeout, retry=retry, cancel=cancel, operation=operation, poll=poll,
+            ).body
+        started, status, outcome = time.perf_counter(), "", "pending"
+        try:
+            response = self._transport.request(
+                method, "/api" + path, route=route, headers=headers, json_body=body, params=clean_params,
+                read_timeout=read_timeout, retry=retry, cancel=cancel, operation=operation, poll=poll,
+            )
+            status, outcome = str(response.status), "ok"
+            return response.body
+        except Exception as exc:
+            status, outcome = str(getattr(exc, "status", "") or ""), type(exc).__name__
+            raise
+        finally:
+            tags = {"method": method.upper(), "route": route, "plane": plane, "status_code": status,
+                    "outcome": outcome}
+            self.metrics.increment(CLIENT_REQUESTS, tags=tags)
+            self.metrics.record(CLIENT_REQUEST_DURATION_SECONDS, time.perf_counter() - started, tags=tags)
 
     # -- discovery -------------------------------------------------------------------------
 

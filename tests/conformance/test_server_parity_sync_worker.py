@@ -150,7 +150,7 @@ def _one_signal(h: Harness, server: DevServer) -> None:
     fixture = h.fixture
     workflow_id = h.start(fixture["input"])
     _until_history(h.client, workflow_id, lambda ev: "ConditionWaitOpened" in _types(ev))
-    h.client.signal_workflow(workflow_id, SIGNAL_NAME, [fixture["signal_value"]])
+    h.client.signal_workflow(workflow_id, SIGNAL_NAME, args=[fixture["signal_value"]])
     assert h.client.get_result(workflow_id, timeout=30, poll_interval=0.1) == fixture["signal_value"]
     events = _history(h.client, workflow_id)
     assert _types(events) == with_signal_cursor(fixture["expected_events"])
@@ -171,7 +171,7 @@ def _state_queries(h: Harness, server: DevServer, by_signal: bool = False) -> No
     total = fixture["signal_count"]
     for delivered in range(total + 1):
         if delivered and by_signal:
-            h.client.signal_workflow(workflow_id, SIGNAL_NAME, [fixture["signal_value"]])
+            h.client.signal_workflow(workflow_id, SIGNAL_NAME, args=[fixture["signal_value"]])
         elif delivered:
             _append_message(server, workflow_id, f"message-{delivered}", fixture["signal_value"])
 
@@ -183,7 +183,7 @@ def _state_queries(h: Harness, server: DevServer, by_signal: bool = False) -> No
 
         before = _types(_until_history(h.client, workflow_id, reached))
         step = next(q for q in fixture["queries"] if q["after_signal_count"] == delivered)
-        answer = h.client.query_workflow(workflow_id, fixture["query_name"], fixture["query_arguments"])
+        answer = h.client.query_workflow(workflow_id, fixture["query_name"], args=fixture["query_arguments"])["result"]
         assert answer == {"arguments": fixture["query_arguments"], "count": delivered,
                           "last": fixture["signal_value"] if delivered else None}
         assert h.client.describe_workflow(workflow_id).status == step["status"]

@@ -147,14 +147,15 @@ def test_signal_query_task_update_cancel_terminate(client: Client) -> None:
     client.complete_workflow_task(task["task_id"], lease_owner=worker_id,
                                   workflow_task_attempt=task["workflow_task_attempt"],
                                   commands=[{"type": "open_condition_wait", "condition_key": "go"}])
-    receipt = handle.signal("go", {"n": 1}, request_id="sig-1")
+    receipt = handle.signal("go", [{"n": 1}], request_id="sig-1")
     assert receipt["request_id"] == "sig-1"
 
     answers: Dict[str, Any] = {}
 
     def ask() -> None:
         try:
-            answers["value"] = client.query_workflow(handle.workflow_id, "state", [{"big": 9007199254740993}])
+            answer = client.query_workflow(handle.workflow_id, "state", args=[{"big": 9007199254740993}])
+            answers["value"] = answer["result"]
         except Exception as exc:
             answers["error"] = exc
 

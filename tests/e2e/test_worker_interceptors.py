@@ -100,7 +100,7 @@ def test_interceptors_wrap_real_activity_workflow_and_query_tasks(client: Client
     workflow_id = f"ic-{uuid.uuid4().hex}"
     with RunningWorker(worker) as running:
         handle = client.start_workflow("e2e.ic.doubler", 21, task_queue=queue, workflow_id=workflow_id)
-        wait_for(lambda: client.query_workflow(workflow_id, "doubled") == [42], timeout=15)
+        wait_for(lambda: client.query_workflow(workflow_id, "doubled")["result"] == [42], timeout=15)
         handle.signal("finish")
         assert handle.result(timeout=15) == [42]
 

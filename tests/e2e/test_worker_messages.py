@@ -60,16 +60,16 @@ def test_updates_return_results_and_failures_leave_the_run_open(client: Client) 
     worker = Worker(client, task_queue=queue, workflows=[Cart], poll_timeout=2.0)
     with RunningWorker(worker):
         handle = client.start_workflow("e2e.msg.cart", task_queue=queue, workflow_id=f"cart-{uuid.uuid4().hex}")
-        wait_for(lambda: client.query_workflow(handle.workflow_id, "items") == [], timeout=15)
-        assert handle.update("add_item", "tea")["result"] == 1
-        assert handle.update("add_item", "scone")["result"] == 2
+        wait_for(lambda: client.query_workflow(handle.workflow_id, "items")["result"] == [], timeout=15)
+        assert handle.update("add_item", ["tea"], wait_for="completed")["result"] == 1
+        assert handle.update("add_item", ["scone"], wait_for="completed")["result"] == 2
         with pytest.raises(errors.UpdateFailed) as caught:
-            handle.update("add_item", "")
+            handle.update("add_item", [""], wait_for="completed")
         assert caught.value.status == 422
         assert isinstance(caught.value.body, dict) and caught.value.body["exception_type"] == "ValueError"
         assert "an item needs a name" in str(caught.value)
         assert client.describe_workflow(handle.workflow_id).status not in ("failed", "completed")
-        assert client.query_workflow(handle.workflow_id, "items") == ["tea", "scone"]
+        assert client.query_workflow(handle.workflow_id, "items")["result"] == ["tea", "scone"]
         handle.signal("checkout")
         assert handle.result(timeout=15) == ["tea", "scone"]
 
@@ -77,12 +77,13 @@ def test_updates_return_results_and_failures_leave_the_run_open(client: Client) 
 def test_signals_sent_before_the_first_task_are_all_applied(client: Client) -> None:
     queue = unique_queue("msg")
     handle = client.start_workflow("e2e.msg.cart", task_queue=queue, workflow_id=f"early-{uuid.uuid4().hex}")
-    handle.signal("add", "early-1")  # no worker yet: both signals land before the first workflow task
-    handle.signal("add", "early-2")
+    handle.signal("add", ["early-1"])  # no worker yet: both signals land before the first workflow task
+    handle.signal("add", ["early-2"])
     worker = Worker(client, task_queue=queue, workflows=[Cart], poll_timeout=2.0)
     with RunningWorker(worker):
-        wait_for(lambda: client.query_workflow(handle.workflow_id, "items") == ["early-1", "early-2"], timeout=15)
-        handle.signal("add", "late")
-        wait_for(lambda: len(client.query_workflow(handle.workflow_id, "items")) == 3, timeout=15)
+        wait_for(lambda: client.query_workflow(handle.workflow_id, "items")["result"] == ["early-1", "early-2"],
+                 timeout=15)
+        handle.signal("add", ["late"])
+        wait_for(lambda: len(client.query_workflow(handle.workflow_id, "items")["result"]) == 3, timeout=15)
         handle.signal("checkout")
         assert handle.result(timeout=15) == ["early-1", "early-2", "late"]

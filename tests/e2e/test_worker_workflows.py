@@ -88,12 +88,12 @@ def test_queries_and_signals_on_a_waiting_workflow(client: Client) -> None:
         handle = client.start_workflow("e2e.wf.approval", task_queue=queue, workflow_id=f"appr-{uuid.uuid4().hex}")
         # signal only once the first task has opened the wait (see the report: a signal that
         # arrives before the first workflow task can replay differently on the dev server)
-        wait_for(lambda: client.query_workflow(handle.workflow_id, "approvals") == [], timeout=15)
-        handle.signal("approve", "ann")
-        wait_for(lambda: client.query_workflow(handle.workflow_id, "approvals") == ["ann"], timeout=15)
+        wait_for(lambda: client.query_workflow(handle.workflow_id, "approvals")["result"] == [], timeout=15)
+        handle.signal("approve", ["ann"])
+        wait_for(lambda: client.query_workflow(handle.workflow_id, "approvals")["result"] == ["ann"], timeout=15)
         query_role = worker.status().role("query")
         assert query_role is not None and query_role.running
-        handle.signal("approve", "bob")
+        handle.signal("approve", ["bob"])
         try:
             result = handle.result(timeout=15)
         except TimeoutError:

@@ -58,11 +58,11 @@ def _drive_ours(server: DevServer, module: types.ModuleType) -> Tuple[Any, Any, 
     try:
         with RunningWorker(worker) as running:
             order = client.start_workflow("interop.swap.order", *ORDER_ARGS, task_queue=queue)
-            stages = [wait_for(lambda: (s := client.query_workflow(order.workflow_id, module.STAGE_QUERY))
+            stages = [wait_for(lambda: (s := client.query_workflow(order.workflow_id, module.STAGE_QUERY)["result"])
                                ["stage"] == "awaiting-approval" and s, timeout=20)]
-            client.signal_workflow(order.workflow_id, module.APPROVE_SIGNAL, ["grace"])
+            client.signal_workflow(order.workflow_id, module.APPROVE_SIGNAL, args=["grace"])
             order_result = client.get_result(order.workflow_id, timeout=30, poll_interval=0.1)
-            stages.append(client.query_workflow(order.workflow_id, module.STAGE_QUERY))
+            stages.append(client.query_workflow(order.workflow_id, module.STAGE_QUERY)["result"])
             events = list(client.iter_history(order.workflow_id, client.describe_workflow(order.workflow_id).run_id
                                               or ""))
             countdown = client.start_workflow("interop.swap.countdown", *COUNTDOWN_ARGS, task_queue=queue)

@@ -84,9 +84,9 @@ async def _sdk_drive_order(sdk: SdkClient, queue: str) -> Any:
 def _our_drive_order(client: Client, queue: str) -> Any:
     handle = client.start_workflow("interop.swap.order", "ada", 21, task_queue=queue,
                                    workflow_id=f"mixed-order-{uuid.uuid4().hex[:8]}")
-    wait_for(lambda: client.query_workflow(handle.workflow_id, sdk_module.STAGE_QUERY)["stage"]
+    wait_for(lambda: client.query_workflow(handle.workflow_id, sdk_module.STAGE_QUERY)["result"]["stage"]
              == "awaiting-approval", timeout=20)
-    handle.signal(sdk_module.APPROVE_SIGNAL, "grace")
+    handle.signal(sdk_module.APPROVE_SIGNAL, ["grace"])
     return handle.workflow_id, handle.result(timeout=30, poll_interval=0.1)
 
 
@@ -125,7 +125,7 @@ def test_run_started_by_our_client_completes_on_the_sdk_worker(dev_server: DevSe
         workflow_id, result = await asyncio.to_thread(_our_drive_order, client, queue)
         countdown = await asyncio.to_thread(client.start_workflow, "interop.swap.countdown", 2, [],
                                             task_queue=queue)
-        final = await asyncio.to_thread(countdown.result, 30)
+        final = await asyncio.to_thread(lambda: countdown.result(timeout=30))
         return workflow_id, result, (countdown.workflow_id, final), worker.worker_id
 
     workflow_id, result, (countdown_id, countdown), sdk_worker_id = run(

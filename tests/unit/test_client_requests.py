@@ -63,11 +63,12 @@ def test_message_routes_match_fixture(client: Client, operation: str) -> None:
     responses.post(BASE + "/api" + fixture["request"]["path"], json={
         "result_envelope": payloads.envelope({"ok": 9007199254740993})})
     if operation == "workflow-signal":
-        client.signal_workflow(args["workflow_id"], args["signal_name"], args["args"])
+        client.signal_workflow(args["workflow_id"], args["signal_name"], args=args["args"])
     elif operation == "workflow-query":
-        assert client.query_workflow(args["workflow_id"], args["query_name"], args["args"]) == {"ok": 9007199254740993}
+        assert client.query_workflow(args["workflow_id"], args["query_name"], args=args["args"])["result"] == {
+            "ok": 9007199254740993}
     else:
-        result = client.update_workflow(args["workflow_id"], args["update_name"], args["args"],
+        result = client.update_workflow(args["workflow_id"], args["update_name"], args=args["args"],
                                         wait_for=args["wait_for"])
         assert result["result"] == {"ok": 9007199254740993}
     call = responses.calls[-1]
@@ -84,7 +85,7 @@ def test_update_refuses_wait_for_the_server_does_not_offer(client: Client) -> No
     responses.get(f"{BASE}/api/cluster/info", json={"control_plane": {"version": "2", "request_contract": {
         "operations": {"update": {"fields": {"wait_for": {"canonical_values": ["accepted"]}}}}}}})
     with pytest.raises(ValueError, match="wait_for"):
-        client.update_workflow("wf", "set", [1], wait_for="completed")
+        client.update_workflow("wf", "set", args=[1], wait_for="completed")
 
 
 @pytest.mark.parametrize("operation,call", [

@@ -1,0 +1,219 @@
+"""Workflow routes of :class:`sync_worker.Client`: start, describe, list, runs, history, result.
+
+Signatures follow ``durable_workflow.sync.Client`` 2.12 (keyword names, defaults, result
+dataclasses); sync_worker's own conveniences (positional start arguments, ``iter_history``,
+``list_runs``, ``get_result`` by id) sit beside them. Payloads are Avro envelopes on the wire;
+these methods take and return plain Python values.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+
+from .. import errors, payloads
+from ..cancel import CancelToken
+from .base import ClientBase, segment
+from .handles import WorkflowHandle
+from .results import WorkflowExecution, WorkflowList, WorkflowRun, WorkflowRunList
+from .results._common import body_of, decode_payload, mapping
+from .transport import RetryMode
+
+
+def args_list(args: Optional[Sequence[Any]], what: str = "args") -> List[Any]:
+    """The SDK's ``args``/``input``: ``None`` or a list of positional arguments."""
+    if args is None:
+        return []
+    if isinstance(args, (list, tuple)):
+        return list(args)
+    raise TypeError(
+        f"{what} must be a list of arguments (e.g. [{args!r}]), not {type(args).__name__}; "
+        "this is the published SDK's meaning"
+    )
+
+
+class WorkflowsMixin(ClientBase):
+    """Starting workflows and reading their state."""
+
+    def start_workflow(
+        self,
+        workflow_type: str,
+        *args: Any,
+        task_queue: str,
+        workflow_id: Optional[str] = None,
+        input: Optional[List[Any]] = None,
+        execution_timeout_seconds: int = 3600,
+        run_timeout_seconds: int = 600,
+        duplicate_policy: Optional[str] = None,
+        memo: Optional[Mapping[str, Any]] = None,
+        search_attributes: Optional[Mapping[str, Any]] = None,
+        priority: Optional[int] = None,
+        fairness_key: Optional[str] = None,
+        fairness_weight: Optional[int] = None,
+        build_id: Optional[str] = None,
+        compatibility: Optional[str] = None,
+    ) -> WorkflowHandle:
+        """Start a workflow run and return its handle.
+
+        Arguments go either positionally (``start_workflow("greeter", "ada", task_queue=...)``)
+        or, as in the published SDK, as ``input=[...]``; not both. Without ``workflow_id`` a
+        random one is chosen.
+        """
+        if args and input is not None:
+            raise TypeError("pass the workflow's arguments positionally or as input=[...], not both")
+        arguments = list(args) if args else args_list(input, "input")
+        workflow_id = workflow_id or f"wf-{uuid.uuid4().hex}"
+        body: Dict[str, Any] = {
+            "workflow_id": workflow_id,
+            "workflow_type": workflow_type,
+            "task_queue": task_queue,
+            "input": payloads.envelope(arguments),
+            "execution_timeout_seconds": int(execution_timeout_seconds),
+            "run_timeout_seconds": int(run_timeout_seconds),
+        }
+        optional = {
+            "duplicate_policy": duplicate_policy,
+            "memo": dict(memo) if memo is not None else None,
+            "search_attributes": dict(search_attributes) if search_attributes is not None else None,
+            "priority": priority, "fairness_key": fairness_key, "fairness_weight": fairness_weight,
+            "build_id": build_id, "compatibility": compatibility,
+        }
+        body.update({k: v for k, v in optional.items() if v is not None})
+        response = body_of(self._call("control", "POST", "/workflows", route="/workflows", body=body,
+                                      retry=RetryMode.CONNECT_ONLY, operation="workflow.start"))
+        return WorkflowHandle(self,  # type: ignore[arg-type]  # the mixin is always part of a Client
+                              str(response.get("workflow_id") or workflow_id), response.get("run_id"),
+                              str(response.get("workflow_type") or workflow_type))
+
+    def get_workflow_handle(self, workflow_id: str, run_id: Optional[str] = None,
+                            workflow_type: str = "") -> WorkflowHandle:
+        """A handle for an existing workflow (no request is made)."""
+        return WorkflowHandle(self, workflow_id, run_id, workflow_type)  # type: ignore[arg-type]
+
+    def describe_workflow(self, workflow_id: str, run_id: Optional[str] = None) -> WorkflowExecution:
+        """The newest run of a workflow (or the given run)."""
+        if run_id:
+            path, route = f"/workflows/{segment(workflow_id)}/runs/{segment(run_id)}", "/workflows/{id}/runs/{runId}"
+        else:
+            path, route = f"/workflows/{segment(workflow_id)}", "/workflows/{id}"
+        body = self._call("control", "GET", path, route=route, operation="workflow.describe")
+        return WorkflowExecution.from_dict(body, workflow_id=workflow_id)
+
+    def list_workflows(
+        self,
+        *,
+        workflow_type: Optional[str] = None,
+        status: Optional[str] = None,
+        query: Optional[str] = None,
+        page_size: Optional[int] = None,
+        next_page_token: Optional[str] = None,
+    ) -> WorkflowList:
+        """One page of workflows; pass ``next_page_token`` back for the next."""
+        body = body_of(self._call("control", "GET", "/workflows", route="/workflows", params={
+            "workflow_type": workflow_type, "status": status, "query": query, "page_size": page_size,
+            "next_page_token": next_page_token}, operation="workflow.list"))
+        items = [WorkflowExecution.from_dict(item, decode=False) for item in body.get("workflows") or []
+                 if isinstance(item, dict)]
+        token = body.get("next_page_token")
+        return WorkflowList(items, token if isinstance(token, str) else None)
+
+    def list_workflow_runs(self, workflow_id: str) -> WorkflowRunList:
+        """Every run of a workflow execution chain, oldest first."""
+        body = self._call("control", "GET", f"/workflows/{segment(workflow_id)}/runs", route="/workflows/{id}/runs",
+                          operation="workflow.runs")
+        return WorkflowRunList.from_dict(body, workflow_id=workflow_id)
+
+    def list_runs(self, workflow_id: str) -> List[Dict[str, Any]]:
+        """The runs as the server's JSON objects (see :meth:`list_workflow_runs` for dataclasses)."""
+        return [run.raw or {} for run in self.list_workflow_runs(workflow_id).runs]
+
+    def describe_workflow_run(self, workflow_id: str, run_id: str) -> WorkflowRun:
+        """One run's status, payloads and what can be done with it."""
+        body = self._call("control", "GET", f"/workflows/{segment(workflow_id)}/runs/{segment(run_id)}",
+                          route="/workflows/{id}/runs/{runId}", operation="workflow.show_run")
+        return WorkflowRun.from_dict(body, workflow_id=workflow_id, run_id=run_id)
+
+    def get_history(
+        self, workflow_id: str, run_id: str, *, page_size: Optional[int] = None, next_page_token: Optional[str] = None
+    ) -> Dict[str, Any]:
+        """One page of a run's history: ``{"events": [...], "next_page_token": ...}``."""
+        return body_of(self._call(
+            "control", "GET", f"/workflows/{segment(workflow_id)}/runs/{segment(run_id)}/history",
+            route="/workflows/{id}/runs/{runId}/history",
+            params={"page_size": page_size, "next_page_token": next_page_token}, operation="workflow.history",
+        ))
+
+    def iter_history(self, workflow_id: str, run_id: str, *, page_size: int = 1000) -> Iterator[Dict[str, Any]]:
+        """Every event of a run, paging as needed."""
+        token: Optional[str] = None
+        seen = set()
+        while True:
+            page = self.get_history(workflow_id, run_id, page_size=page_size, next_page_token=token)
+            yield from (event for event in page.get("events", []) if isinstance(event, dict))
+            token = page.get("next_page_token")
+            if not token or token in seen:
+                return
+            seen.add(token)
+
+    def export_history(self, workflow_id: str, run_id: str) -> Dict[str, Any]:
+        """The run's history as a replay bundle (``durable-workflow.v2.history-export``)."""
+        return body_of(self._call(
+            "control", "GET", f"/workflows/{segment(workflow_id)}/runs/{segment(run_id)}/history/export",
+            route="/workflows/{id}/runs/{runId}/history/export", operation="workflow.history_export"))
+
+    def get_result(
+        self,
+        handle: Union[WorkflowHandle, str],
+        *,
+        poll_interval: float = 0.5,
+        timeout: Optional[float] = 30.0,
+        run_id: Optional[str] = None,
+        cancel: Optional[CancelToken] = None,
+    ) -> Any:
+        """Block until the run closes and return its result (or raise its failure).
+
+        ``handle`` is a :class:`WorkflowHandle` (as in the SDK) or a workflow id. Without a
+        run id this follows the newest run, so a continue-as-new chain yields the final run's
+        result. Raises ``TimeoutError`` at ``timeout`` seconds (``None``: no deadline); the run
+        goes on.
+        """
+        workflow_id = handle if isinstance(handle, str) else handle.workflow_id
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            execution = self.describe_workflow(workflow_id, run_id)
+            if execution.is_terminal and execution.run_id:
+                return self._terminal_outcome(workflow_id, execution)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"workflow {workflow_id} has not reached a terminal state (status={execution.status!r}) "
+                    f"after {timeout} s"
+                )
+            wait = poll_interval if deadline is None else max(0.0, min(poll_interval, deadline - time.monotonic()))
+            if cancel is not None:
+                if cancel.wait(wait):
+                    raise errors.WorkerShutdown("get_result interrupted")
+            else:
+                time.sleep(wait)
+
+    def _terminal_outcome(self, workflow_id: str, execution: WorkflowExecution) -> Any:
+        assert execution.run_id is not None
+        events = list(self.iter_history(workflow_id, execution.run_id))
+        for event in reversed(events):
+            kind = event.get("event_type") or event.get("type")
+            payload = mapping(event.get("payload")) or {}
+            if kind == "WorkflowCompleted":
+                for name in ("output", "result"):
+                    if payload.get(name) is not None:
+                        return decode_payload(payload[name], payload.get("payload_codec") or execution.payload_codec)
+                return None
+            if kind == "WorkflowFailed":
+                raise errors.WorkflowFailed(str(payload.get("message") or "workflow failed"),
+                                            payload.get("exception_class") or payload.get("exception_type"))
+            if kind == "WorkflowCancelled":
+                raise errors.WorkflowCancelled(str(payload.get("reason") or "workflow was cancelled"))
+            if kind == "WorkflowTerminated":
+                raise errors.WorkflowTerminated(str(payload.get("reason") or "workflow was terminated"))
+            if kind == "WorkflowTimedOut":
+                raise errors.WorkflowTimedOut(str(payload.get("message") or "workflow execution timed out"))
+        return execution.output
