@@ -158,7 +158,7 @@ class DurableWorkflowBackend(BaseTaskBackend):
         task = self._task_for(str(described.get("activity_type") or ""))
         events = self._history(result_id, described.get("workflow_run_id"))
         args, kwargs = self._arguments(events)
-        worker_ids, started, last_started, errors, enqueued = self._attempts(events, described)
+        worker_ids, started, last_started, errors, enqueued = self._attempts(events, described.raw or {})
         status_name = _STATUS.get(str(described.get("activity_status") or described.get("status")), "READY")
         if status_name == "READY" and described.get("activity_status") == "running":
             status_name = "RUNNING"

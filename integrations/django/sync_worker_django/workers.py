@@ -62,16 +62,17 @@ class DjangoClient(Client):
     """
 
     def start_workflow(self, workflow_type: str, *args: Any, **kwargs: Any) -> Any:
-        check_wire_values(list(args), what=f"start_workflow({workflow_type!r})")
+        check_wire_values(list(args) or list(kwargs.get("input") or []), what=f"start_workflow({workflow_type!r})")
         return super().start_workflow(workflow_type, *args, **kwargs)
 
     def start_activity(self, activity_type: str, *args: Any, **kwargs: Any) -> Any:
-        check_wire_values(list(args), what=f"start_activity({activity_type!r})")
+        check_wire_values(list(args) or list(kwargs.get("input") or []), what=f"start_activity({activity_type!r})")
         return super().start_activity(activity_type, *args, **kwargs)
 
-    def signal_workflow(self, workflow_id: str, name: str, args: Sequence[Any] = (), **kwargs: Any) -> Any:
-        check_wire_values(list(args), what=f"signal_workflow({workflow_id!r}, {name!r})")
-        return super().signal_workflow(workflow_id, name, args, **kwargs)
+    def signal_workflow(self, workflow_id: str, signal_name: str, *, args: Optional[Sequence[Any]] = None,
+                        **kwargs: Any) -> Any:
+        check_wire_values(list(args or []), what=f"signal_workflow({workflow_id!r}, {signal_name!r})")
+        return super().signal_workflow(workflow_id, signal_name, args=None if args is None else list(args), **kwargs)
 
 
 def build_client(config: Optional[WorkerConfig] = None, **overrides: Any) -> DjangoClient:
