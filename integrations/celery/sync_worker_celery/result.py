@@ -97,7 +97,7 @@ class AsyncResult(ResultBase):
         client = self.app.client
         meta: Dict[str, Any]
         try:
-            meta = self._activity_meta(client.describe_activity(self.id))
+            meta = self._activity_meta(client.describe_activity(self.id).raw or {})
         except NotFound:
             meta = self._workflow_meta(client)
         if meta["status"] in states.READY_STATES:
@@ -163,7 +163,7 @@ class AsyncResult(ResultBase):
 
         root = AsyncResult(root_id, app=self.app)
         try:
-            members = client.query_workflow(root_id, MEMBERS_QUERY)
+            members = client.query_workflow(root_id, MEMBERS_QUERY).get("result")
         except Exception:
             members = None
         entry = members.get(self.id) if isinstance(members, dict) else None

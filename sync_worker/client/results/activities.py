@@ -50,6 +50,8 @@ class StandaloneActivityExecution(RawAccess):
             result = decode_payload(result, codec)
         if isinstance(result, dict) and "blob" in result:
             result = None  # not asked to decode: never hand out an envelope as a value
+        if raw.get("result") is not None:
+            raw = {**raw, "result": result}  # obj["result"] is the value, as sync_worker 0.1's dict had it
         return cls(
             activity_id=str(raw.get("activity_id") or activity_id or ""),
             workflow_run_id=opt_str(raw.get("workflow_run_id")),
