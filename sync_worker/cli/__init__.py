@@ -17,6 +17,7 @@ from .. import __version__
 # name -> "module:attribute" of a click.Command
 _COMMANDS = {
     "devserver": "sync_worker.devserver.cli:devserver_command",
+    "nestjs": "sync_worker.nestjs.cli:nestjs_command",
     "run": "sync_worker.worker.cli:run_command",
     "celery": "sync_worker_celery.cli:celery_command",
 }

@@ -1,0 +1,84 @@
+"""``sync-worker nestjs MODULE:ATTR --transport URL``: serve a StepWorker's steps until signalled."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any, Dict, Optional, cast
+
+import click
+
+from ..worker.backend import POOL_ENV, check_pool, default_pool
+from ..worker.cli import EXIT_USAGE, _import_target, serve
+from .runtime import NestjsWorker
+from .steps import StepWorker
+
+__all__ = ["nestjs_command"]
+
+logger = logging.getLogger("sync_worker.nestjs.cli")
+
+
+def load_step_worker(target: str) -> StepWorker:
+    """The StepWorker named by ``module:attr`` (an instance, or a factory that returns one)."""
+    obj: Any = _import_target(target)
+    if callable(obj) and not isinstance(obj, StepWorker):
+        obj = obj()
+    if not isinstance(obj, StepWorker):
+        raise click.UsageError(f"{target} is {type(obj).__name__}, not a sync_worker.nestjs.StepWorker")
+    return obj
+
+
+@click.command("nestjs")
+@click.argument("target")
+@click.option("--transport", "transport_url", envvar="SYNC_WORKER_NESTJS_TRANSPORT", required=True,
+              help="redis://HOST:PORT[/DB] (BullMQ) or postgresql://... (the engine's DbTransport tables).")
+@click.option("--prefix", default="durable", show_default=True,
+              help="The engine's key prefix (BullMQTransport/DbTransport `prefix`).")
+@click.option("--namespace", default=None, help="BullMQ deployment namespace (folded into the prefix).")
+@click.option("--partition", default=None, help="Serve the `<step>@<partition>` queues (BullMQ).")
+@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Steps run at once (slots).")
+@click.option("-P", "--pool", default=None, help="threads (default) or gevent (patched first).")
+@click.option("--lock-duration", type=float, default=None,
+              help="Lease seconds: BullMQ lock duration (30) or SQL claim lease (30).")
+@click.option("--stalled-interval", type=float, default=None, help="BullMQ stalled-check period, seconds (30).")
+@click.option("--shutdown-timeout", type=float, default=30.0, show_default=True,
+              help="Seconds a warm stop waits for running steps.")
+@click.option("-l", "--loglevel", default="INFO", show_default=True)
+def nestjs_command(target: str, transport_url: str, prefix: str, namespace: Optional[str],
+                   partition: Optional[str], concurrency: int, pool: Optional[str],
+                   lock_duration: Optional[float], stalled_interval: Optional[float],
+                   shutdown_timeout: float, loglevel: str) -> None:
+    """Run the nestjs-durable steps of TARGET (MODULE:ATTR, a StepWorker) until signalled."""
+    try:
+        pool = check_pool(pool or default_pool())
+    except (ValueError, RuntimeError) as error:
+        raise click.UsageError(str(error))
+    level = logging.getLevelName(loglevel.upper())
+    if not isinstance(level, int):
+        raise click.UsageError(f"unknown log level {loglevel!r}")
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    options: Dict[str, Any] = {}
+    if lock_duration is not None:
+        options["lock_duration"] = lock_duration
+    if stalled_interval is not None:
+        if not transport_url.startswith(("redis", "unix")):
+            raise click.UsageError("--stalled-interval applies to the redis transport only")
+        options["stalled_interval"] = stalled_interval
+    from .urls import transport_for_url
+
+    try:
+        transport = transport_for_url(transport_url, prefix=prefix, namespace=namespace, partition=partition,
+                                      **options)
+    except ValueError as error:
+        raise click.UsageError(str(error))
+    os.environ[POOL_ENV] = pool
+    steps = load_step_worker(target)
+    try:
+        worker = NestjsWorker(steps, transport, concurrency=concurrency, pool=pool,
+                              shutdown_timeout=shutdown_timeout)
+    except ValueError as error:
+        click.echo(f"sync-worker nestjs: {error}", err=True)
+        sys.exit(EXIT_USAGE)
+    sys.exit(serve(cast(Any, worker)))

@@ -1,0 +1,28 @@
+"""``--transport URL``: a transport from a ``redis://`` / ``rediss://`` or ``postgresql://`` URL."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+__all__ = ["transport_for_url"]
+
+_REDIS = ("redis://", "rediss://", "unix://")
+_POSTGRES = ("postgresql://", "postgres://")
+
+
+def transport_for_url(url: str, *, prefix: str = "durable", namespace: Optional[str] = None,
+                      partition: Optional[str] = None, **options: Any) -> Any:
+    """A :class:`RedisTransport` or :class:`PostgresTransport` for ``url``; ValueError otherwise."""
+    if url.startswith(_REDIS):
+        from .redis_transport import RedisTransport
+
+        return RedisTransport(url, prefix=prefix, namespace=namespace, partition=partition, **options)
+    if url.startswith(_POSTGRES):
+        if namespace or partition:
+            raise ValueError("the PostgreSQL transport has no namespace or partition "
+                             "(the engine's DbTransport has none)")
+        from .pg_transport import PostgresTransport
+
+        return PostgresTransport(url, prefix=prefix, **options)
+    scheme = url.split("://", 1)[0] if "://" in url else url
+    raise ValueError(f"unsupported nestjs transport {scheme!r}: use redis://HOST:PORT or postgresql://...")

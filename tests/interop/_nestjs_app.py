@@ -1,0 +1,39 @@
+"""``sync-worker nestjs tests.interop._nestjs_app:worker``: our StepWorker with the interop steps."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Dict
+
+from sync_worker.nestjs import FatalError, StepContext, StepWorker, current_step
+
+from ._nestjs_steps import install
+
+worker = StepWorker()
+install(worker.step, FatalError)
+
+
+@worker.step("payments.cancellable")
+def cancellable(data: Dict[str, Any], ctx: StepContext) -> Dict[str, Any]:
+    """Beats until the engine cancels the run, then says what it saw (ours only: uses the context)."""
+    Path(data["dir"], "cancellable.running").write_text(ctx.step_id, encoding="utf-8")
+    deadline = time.monotonic() + float(data.get("seconds", 30))
+    while not ctx.cancelled and time.monotonic() < deadline:
+        ctx.heartbeat_sync()
+        time.sleep(0.05)
+    seen = {"cancelled": ctx.cancelled, "runId": ctx.run_id, "seq": ctx.seq, "stepId": ctx.step_id,
+            "attempt": ctx.attempt, "traceparent": ctx.traceparent, "current": current_step() is ctx}
+    Path(data["dir"], "cancellable.seen").write_text(json.dumps(seen), encoding="utf-8")
+    ctx.raise_if_cancelled()
+    return {"cancelled": False}
+
+
+@worker.step("payments.slow-ok")
+def slow_ok(data: Dict[str, Any]) -> Dict[str, Any]:
+    """Runs longer than the lease; counts its starts (a second start would mean a double claim)."""
+    with open(Path(data["dir"], "slow-ok.starts"), "a", encoding="utf-8") as handle:
+        handle.write("1\n")
+    time.sleep(float(data["seconds"]))
+    return {"done": True}

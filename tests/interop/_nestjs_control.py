@@ -1,0 +1,79 @@
+"""The control: the published asyncio ``durable-worker`` 0.26.1 serving the same steps.
+
+Run by the interpreter of its own virtualenv (``SYNC_WORKER_NESTJS_CONTROL_PYTHON``, made by
+``scripts/prepare.d/40-nestjs.sh``), never imported by the test process:
+
+    python _nestjs_control.py redis://HOST:PORT/DB PREFIX [LOCK_SECONDS]
+    python _nestjs_control.py postgresql://... PREFIX [LEASE_SECONDS]
+
+LOCK_SECONDS shortens the BullMQ lock and stalled-check interval of the published worker (its
+defaults are 30 s) the same way our worker is configured in the kill test, so both recover a killed
+worker's step on the same clock. Everything else is the SDK's default behaviour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _nestjs_steps import install
+from durable_worker import FatalError, Worker
+
+
+def build() -> Worker:
+    worker = Worker()
+    install(lambda name: worker.step(name, blocking=True), FatalError)
+    return worker
+
+
+async def serve_redis(url: str, prefix: str, lock_seconds: float) -> None:
+    import bullmq
+    from durable_worker import redis_runner
+
+    base = bullmq.Worker  # run_redis_worker imports it by name at call time
+
+    class TunedWorker(base):  # type: ignore[misc, valid-type]
+        def __init__(self, name, processor, opts=None):  # type: ignore[no-untyped-def]
+            opts = dict(opts or {})
+            opts.setdefault("lockDuration", int(lock_seconds * 1000))
+            opts.setdefault("stalledInterval", int(lock_seconds * 1000))
+            super().__init__(name, processor, opts)
+
+    bullmq.Worker = TunedWorker
+    handle = await redis_runner.run_redis_worker(build(), connection=url, prefix=prefix, concurrency=4)
+    print("control ready", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    await handle.close()
+
+
+async def serve_db(dsn: str, prefix: str, lease_seconds: float) -> None:
+    from durable_worker.db_runner import run_db_worker
+
+    worker = build()
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    groups = ["payments.charge-card", "payments.declined", "payments.flaky", "payments.slow", "bench.echo"]
+    print("control ready", flush=True)
+    await asyncio.gather(*(run_db_worker(worker, group=g, dsn=dsn, dialect="postgres", prefix=prefix,
+                                         poll_ms=100, lease_ms=int(lease_seconds * 1000), stop=stop)
+                           for g in groups))
+
+
+def main() -> None:
+    url, prefix = sys.argv[1], sys.argv[2]
+    lease = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
+    if url.startswith("redis"):
+        asyncio.run(serve_redis(url, prefix, lease))
+    else:
+        asyncio.run(serve_db(url, prefix, lease))
+
+
+if __name__ == "__main__":
+    main()

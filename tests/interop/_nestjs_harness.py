@@ -1,0 +1,290 @@
+"""Real processes for the nestjs-durable interop tests and the bench.
+
+* :class:`Engine` -- ``node tests/interop/nestjs/engine.mjs``: the npm engine (core 0.62.0 with
+  transport-bullmq 0.19.0 or transport-db 0.2.0), driven by JSON lines.
+* :class:`StepWorkerProcess` -- our ``sync-worker nestjs`` command (threads or gevent), or the
+  published asyncio ``durable-worker`` 0.26.1 from its own venv (the control).
+
+Everything needed is prepared by ``scripts/prepare.d/40-nestjs.sh``; :func:`missing` names what is
+absent so a test can skip with a reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE_DIR = Path(__file__).resolve().parent / "nestjs"
+CONTROL_SCRIPT = Path(__file__).resolve().parent / "_nestjs_control.py"
+CONTROL_PYTHON_ENV = "SYNC_WORKER_NESTJS_CONTROL_PYTHON"
+
+
+def redis_url() -> Optional[str]:
+    return os.environ.get("SYNC_WORKER_TEST_REDIS_URL")
+
+
+def pg_admin_dsn() -> Optional[str]:
+    return os.environ.get("SYNC_WORKER_TEST_PG_DSN")
+
+
+def control_python() -> Optional[str]:
+    path = os.environ.get(CONTROL_PYTHON_ENV)
+    return path if path and os.path.exists(path) else None
+
+
+def missing(transport: str, *, control: bool = False) -> Optional[str]:
+    """Why the interop tests for ``transport`` cannot run here, or None."""
+    if shutil.which("node") is None:
+        return "node is not installed (scripts/prepare.d/40-nestjs.sh needs nodejs + npm)"
+    if not (ENGINE_DIR / "node_modules" / "@dudousxd" / "nestjs-durable-core").is_dir():
+        return "the npm engine is not installed: run scripts/prepare (npm ci in tests/interop/nestjs)"
+    if transport == "redis" and not redis_url():
+        return "no Redis: SYNC_WORKER_TEST_REDIS_URL is unset (scripts/services.sh starts one)"
+    if transport == "postgresql" and not pg_admin_dsn():
+        return "no PostgreSQL: SYNC_WORKER_TEST_PG_DSN is unset (scripts/services.sh starts one)"
+    if control and control_python() is None:
+        return f"the published durable-worker venv is missing ({CONTROL_PYTHON_ENV}; scripts/prepare makes it)"
+    return None
+
+
+def pg_database(name: str) -> str:
+    """A DSN for our own database ``name`` on the shared server (created when absent)."""
+    import psycopg
+
+    admin = pg_admin_dsn()
+    assert admin is not None
+    with psycopg.connect(admin, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    return admin.rsplit("/", 1)[0] + "/" + name
+
+
+def drop_pg_tables(dsn: str, prefix: str) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for table in (f"{prefix}_transport_tasks", f"{prefix}_transport_results"):
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def flush_redis_prefix(url: str, prefix: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        for pattern in (f"bull:{prefix}-*", f"{prefix}-*"):
+            keys = list(client.scan_iter(match=pattern, count=500))
+            for i in range(0, len(keys), 500):
+                client.delete(*keys[i:i + 500])
+    finally:
+        client.close()
+
+
+class Engine:
+    """The real nestjs-durable engine in a node process."""
+
+    def __init__(self, transport: str, prefix: str, *, url: str) -> None:
+        env = dict(os.environ, ENGINE_TRANSPORT="redis" if transport == "redis" else "pg", ENGINE_PREFIX=prefix)
+        env["ENGINE_REDIS_URL" if transport == "redis" else "ENGINE_PG_DSN"] = url
+        self.stderr: List[str] = []
+        self.proc = subprocess.Popen(["node", str(ENGINE_DIR / "engine.mjs")], cwd=str(ENGINE_DIR), env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, bufsize=1)
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        ready = self._read(timeout=60)
+        if not ready.get("ready"):
+            raise RuntimeError(f"engine did not start: {ready} {''.join(self.stderr)[-2000:]}")
+
+    def _drain_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr.append(line)
+
+    def _read(self, timeout: float) -> Dict[str, Any]:
+        assert self.proc.stdout is not None
+        box: List[str] = []
+        reader = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        reader.join(timeout)
+        if not box or not box[0]:
+            raise RuntimeError(f"engine gave no answer within {timeout}s; stderr: {''.join(self.stderr)[-2000:]}")
+        answer: Dict[str, Any] = json.loads(box[0])
+        return answer
+
+    def call(self, op: str, timeout: float = 120.0, **fields: Any) -> Dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
+        self.proc.stdin.flush()
+        answer = self._read(timeout)
+        if isinstance(answer.get("error"), str):  # the op failed (a run's own error is an object)
+            raise RuntimeError(f"engine {op} failed: {answer['error']}")
+        return answer
+
+    def run(self, run_id: str, step: str, step_input: Dict[str, Any], *, retries: int = 1, backoff: int = 100,
+            timeout: float = 30.0) -> Dict[str, Any]:
+        self.call("start", runId=run_id, step=step, input=step_input, retries=retries, backoff=backoff)
+        return self.call("wait", runId=run_id, timeoutMs=int(timeout * 1000), timeout=timeout + 10)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.call("close", timeout=15)
+            except (RuntimeError, OSError, ValueError):
+                pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+class StepWorkerProcess:
+    """A step worker in its own process: ``kind`` is ``threads``, ``gevent`` or ``control``."""
+
+    def __init__(self, kind: str, transport_url: str, prefix: str, *, lease: float, log_dir: Path,
+                 concurrency: int = 4) -> None:
+        self.kind = kind
+        self.transport_url = transport_url
+        self.prefix = prefix
+        self.lease = lease
+        self.concurrency = concurrency
+        self.log_dir = log_dir
+        self.proc: Optional[subprocess.Popen[str]] = None
+        self.starts = 0
+
+    def command(self) -> List[str]:
+        if self.kind == "control":
+            python = control_python()
+            assert python is not None
+            return [python, str(CONTROL_SCRIPT), self.transport_url, self.prefix, str(self.lease)]
+        cmd = [sys.executable, "-m", "sync_worker", "nestjs", "tests.interop._nestjs_app:worker",
+               "--transport", self.transport_url, "--prefix", self.prefix, "-P", self.kind,
+               "-c", str(self.concurrency), "--lock-duration", str(self.lease), "--shutdown-timeout", "10"]
+        if self.transport_url.startswith("redis"):
+            cmd += ["--stalled-interval", str(max(0.5, self.lease / 2))]
+        return cmd
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / f"{self.kind}-{self.prefix}-{self.starts}.log"
+
+    def start(self, timeout: float = 60.0) -> StepWorkerProcess:
+        self.starts += 1
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+        env["PYTHONUNBUFFERED"] = "1"
+        env.pop("SYNC_WORKER_POOL", None)
+        with open(self.log_path, "w", encoding="utf-8") as log:
+            self.proc = subprocess.Popen(self.command(), cwd=str(ROOT), env=env, stdout=log,
+                                         stderr=subprocess.STDOUT, text=True)
+        ready = "control ready" if self.kind == "control" else "serving"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if ready in self.log():
+                time.sleep(0.3)  # the published worker subscribes its queues right after saying so
+                return self
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.kind} worker did not start:\n{self.log()[-3000:]}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL: the process dies holding whatever it runs (no cleanup at all)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self, timeout: float = 20.0) -> Optional[int]:
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+            return None
+
+
+def wait_for_file(path: Path, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def record(result: Dict[str, Any]) -> Dict[str, Any]:
+    """What the engine recorded for a one-step run, minus timestamps and the worker's stack text."""
+    checkpoint = dict(result["checkpoints"][0]) if result.get("checkpoints") else {}
+    error = dict(checkpoint.get("error") or {})
+    error.pop("stack", None)
+    return {
+        "run_status": result.get("status"),
+        "step_status": checkpoint.get("status"),
+        "attempts": checkpoint.get("attempts"),
+        "output": checkpoint.get("output"),
+        "error": error or None,
+        "run_error": (result.get("error") or {}).get("message"),
+    }
+
+
+class Fleet:
+    """One engine and one worker process per worker kind, each on its own prefix, started lazily."""
+
+    def __init__(self, transport: str, url: str, base_dir: Path, *, lease: float = 2.0) -> None:
+        self.transport = transport
+        self.url = url
+        self.base_dir = base_dir
+        self.lease = lease
+        self.members: Dict[str, Any] = {}
+        self.records: Dict[Any, Dict[str, Any]] = {}
+
+    def prefix(self, kind: str) -> str:
+        tag = f"{kind[:3]}{os.getpid()}"
+        return f"swnj_{tag}" if self.transport == "postgresql" else f"swnj-{tag}"
+
+    def get(self, kind: str) -> Any:
+        if kind not in self.members:
+            prefix = self.prefix(kind)
+            if self.transport == "postgresql":
+                drop_pg_tables(self.url, prefix)
+            else:
+                flush_redis_prefix(self.url, prefix)
+            log_dir = self.base_dir / "logs"
+            log_dir.mkdir(parents=True, exist_ok=True)
+            worker = StepWorkerProcess(kind, self.url, prefix, lease=self.lease, log_dir=log_dir).start()
+            engine = Engine(self.transport, prefix, url=self.url)
+            self.members[kind] = (engine, worker)
+        return self.members[kind]
+
+    def workdir(self, kind: str, scenario: str) -> Path:
+        path = self.base_dir / kind / scenario
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def close(self) -> None:
+        for engine, worker in self.members.values():
+            worker.stop()
+            engine.close()
+        for kind in self.members:
+            if self.transport == "postgresql":
+                drop_pg_tables(self.url, self.prefix(kind))
+            else:
+                flush_redis_prefix(self.url, self.prefix(kind))
