@@ -4,7 +4,7 @@ Run by the interpreter of its own virtualenv (``SYNC_WORKER_NESTJS_CONTROL_PYTHO
 ``scripts/prepare.d/40-nestjs.sh``), never imported by the test process:
 
     python _nestjs_control.py redis://HOST:PORT/DB PREFIX [LOCK_SECONDS]
-    python _nestjs_control.py postgresql://... PREFIX [LEASE_SECONDS]
+    python _nestjs_control.py postgresql://... PREFIX [LEASE_SECONDS]   (tables made by the harness)
 
 LOCK_SECONDS shortens the BullMQ lock and stalled-check interval of the published worker (its
 defaults are 30 s) the same way our worker is configured in the kill test, so both recover a killed
@@ -62,7 +62,8 @@ async def serve_db(dsn: str, prefix: str, lease_seconds: float) -> None:
     groups = ["payments.charge-card", "payments.declined", "payments.flaky", "payments.slow", "bench.echo"]
     print("control ready", flush=True)
     await asyncio.gather(*(run_db_worker(worker, group=g, dsn=dsn, dialect="postgres", prefix=prefix,
-                                         poll_ms=100, lease_ms=int(lease_seconds * 1000), stop=stop)
+                                         poll_ms=100, lease_ms=int(lease_seconds * 1000), stop=stop,
+                                         auto_create=False)  # five loops would race on CREATE TABLE
                            for g in groups))
 
 

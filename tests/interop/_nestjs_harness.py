@@ -76,6 +76,16 @@ def drop_pg_tables(dsn: str, prefix: str) -> None:
             conn.execute(f"DROP TABLE IF EXISTS {table}")
 
 
+def create_pg_tables(dsn: str, prefix: str) -> None:
+    """The engine's DbTransport schema (as our PostgresTransport creates it)."""
+    import psycopg
+
+    from sync_worker.nestjs.pg_transport import PostgresTransport
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        PostgresTransport(dsn, prefix=prefix)._prepare(conn)
+
+
 def flush_redis_prefix(url: str, prefix: str) -> None:
     import redis
 
@@ -265,6 +275,8 @@ class Fleet:
             prefix = self.prefix(kind)
             if self.transport == "postgresql":
                 drop_pg_tables(self.url, prefix)
+                if kind == "control":
+                    create_pg_tables(self.url, prefix)
             else:
                 flush_redis_prefix(self.url, prefix)
             log_dir = self.base_dir / "logs"
