@@ -47,6 +47,15 @@ def test_project_suite_on_sqlite() -> None:
     run_project_suite("sqlite", f"main{os.getpid()}", ["projecttests"])
 
 
+def test_pytest_fixtures_on_sqlite() -> None:
+    """The pytest fixtures of sync_worker_django.testing, in a pytest process of their own."""
+    env = project_env("sqlite", f"pytest{os.getpid()}", SW_DJANGO_PYTEST="1")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", os.path.join(PROJECT, "pytests")]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-10000:] + done.stderr[-5000:]
+    assert "2 passed" in done.stdout, done.stdout[-3000:]
+
+
 def test_project_suite_on_postgresql() -> None:
     if not os.environ.get("SYNC_WORKER_TEST_PG_DSN"):
         pytest.skip("PostgreSQL is not running: start it with `eval \"$(scripts/services.sh)\"` (scripts/test does)")

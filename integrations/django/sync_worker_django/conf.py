@@ -77,6 +77,9 @@ E_POOL = "sync_worker.E007"
 E_NUMBER = "sync_worker.E008"
 E_MODULES = "sync_worker.E009"
 E_HEALTH_PORT = "sync_worker.E010"
+#: A warning, not an error: ``migrate`` or ``collectstatic`` in an image build must not fail
+#: because the URL only arrives at run time (DURABLE_WORKFLOW_SERVER_URL); a worker still refuses.
+W_NO_SERVER_URL = "sync_worker.W002"
 
 _POOLS = ("threads", "gevent")
 _POSITIVE_INTS = ("CONCURRENCY", "WORKFLOW_CONCURRENCY")
@@ -232,7 +235,7 @@ def _value_problems(merged: Mapping[str, Any], sources: Mapping[str, str]) -> Li
 
     url = merged["SERVER_URL"]
     if url is None or url == "":
-        found.append((E_SERVER_URL, "SERVER_URL",
+        found.append((W_NO_SERVER_URL, "SERVER_URL",
                       f"SERVER_URL is not set: add it to settings.{SETTINGS_NAME} or set "
                       f"{ENV_VARS['SERVER_URL']} (for example 'http://127.0.0.1:7233')"))
     elif not isinstance(url, str):

@@ -32,6 +32,7 @@ logger = logging.getLogger("sync_worker.django")
 
 _client_lock = threading.Lock()
 _client_cache: Dict[Any, DjangoClient] = {}
+_CLIENT_CACHE_SIZE = 4
 
 
 def ensure_django() -> None:
@@ -89,9 +90,12 @@ def get_client() -> DjangoClient:
     key = (config.server_url, config.token, config.control_token, config.worker_token, config.namespace,
            config.request_timeout)
     with _client_lock:
-        client = _client_cache.get(key)
+        client = _client_cache.pop(key, None)
         if client is None:
-            client = _client_cache[key] = build_client(config)
+            client = build_client(config)
+        _client_cache[key] = client  # most recently used last
+        while len(_client_cache) > _CLIENT_CACHE_SIZE:  # settings changed (tests): drop the oldest pool
+            _client_cache.pop(next(iter(_client_cache))).close()
         return client
 
 

@@ -23,12 +23,12 @@ from ._support import project_dir
 
 
 class WorkerProcess:
-    def __init__(self, server_url, *args):
+    def __init__(self, server_url, *args, command=None):
         env = dict(os.environ, SW_DJANGO_USE_TEST_DB="1", DURABLE_WORKFLOW_SERVER_URL=server_url,
-                   PYTHONUNBUFFERED="1")
-        command = [sys.executable, "manage.py", "durable_worker", "--health-port", "0", *args]
+                   PYTHONUNBUFFERED="1", DJANGO_SETTINGS_MODULE="djsite.settings")
+        command = command or [sys.executable, "manage.py", "durable_worker", "--health-port", "0", *args]
         self.proc = subprocess.Popen(command, cwd=project_dir(), env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
+                                     stderr=subprocess.STDOUT, text=True, start_new_session=True)
         self.lines = []
         self.port = None
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -68,9 +68,11 @@ class WorkerProcess:
             raise AssertionError(f"worker did not exit in {timeout} s:\n{self.output()}") from None
 
     def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the process group: --reload has a child
+        except ProcessLookupError:
+            pass
+        self.proc.wait(10)
 
 
 @tag("process")
@@ -143,6 +145,13 @@ class CommandProcessTests(DurableWorkflowTestMixin, TransactionTestCase):
         worker.proc.send_signal(signal.SIGINT)
         self.assertEqual(worker.wait_exit(30), 0, worker.output())
 
+    def test_an_unreachable_server_exits_1(self):
+        env = dict(os.environ, SW_DJANGO_USE_TEST_DB="1", DURABLE_WORKFLOW_SERVER_URL="http://127.0.0.1:9")
+        done = subprocess.run([sys.executable, "manage.py", "durable_worker", "-P", self.pool],
+                              cwd=project_dir(), env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        self.assertIn("worker failed", done.stderr)
+
     def test_configuration_error_exits_2_naming_the_key(self):
         env = dict(os.environ, SW_DJANGO_USE_TEST_DB="1")
         done = subprocess.run([sys.executable, "manage.py", "durable_worker", "--server-url", "ftp://nowhere"],
@@ -150,6 +159,38 @@ class CommandProcessTests(DurableWorkflowTestMixin, TransactionTestCase):
         self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
         self.assertIn("sync_worker.E003", done.stderr)
         self.assertIn("SERVER_URL", done.stderr)
+
+
+@tag("process")
+class OtherLaunchTests(DurableWorkflowTestMixin, TransactionTestCase):
+    def test_reload_restarts_the_workers_when_code_changes(self):
+        worker = WorkerProcess(self.durable.server.url, "-Q", "shop", "--reload")
+        self.addCleanup(worker.kill)
+        worker.wait_ready()
+        first = worker.probe("healthz")[1]["workers"][0]["worker_id"]
+        module = os.path.join(project_dir(), "shop", "activities.py")
+        deadline = time.monotonic() + 60
+        second = first
+        while second == first and time.monotonic() < deadline:
+            os.utime(module)  # the autoreloader compares modification times
+            time.sleep(1.0)
+            try:
+                second = worker.probe("healthz")[1]["workers"][0]["worker_id"]
+            except (OSError, KeyError, IndexError, ValueError):
+                continue
+        self.assertNotEqual(second, first, worker.output())
+        self.assertIn("reloading on code changes", worker.output())
+
+    def test_sync_worker_run_with_the_build_worker_factory(self):
+        order = Order.objects.create(customer="factory")
+        command = [sys.executable, "-m", "sync_worker", "run", "sync_worker_django.workers:build_worker", "-Q", "shop",
+                   "--server-url", self.durable.server.url]
+        worker = WorkerProcess(self.durable.server.url, command=command)
+        self.addCleanup(worker.kill)
+        handle = self.durable_client.start_workflow("shop.slow_touch", order.pk, 0.1, task_queue="shop")
+        self.assertIn("touched by", handle.result(timeout=60), worker.output())
+        worker.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(worker.wait_exit(30), 0, worker.output())
 
 
 @tag("process")

@@ -116,13 +116,18 @@ class Command(BaseCommand):
         except ImproperlyConfigured as error:
             raise CommandError(str(error), returncode=EXIT_USAGE)
 
+    def _start_health(self, overrides: Dict[str, Any], group: WorkerGroup) -> Optional[HealthServer]:
+        port = get_config(overrides).health_port
+        if port is None:
+            return None
+        health = HealthServer(port, workers=lambda: group.workers).start()
+        self.stdout.write(f"health probes on http://127.0.0.1:{health.port}/healthz and /readyz")
+        self.stdout.flush()
+        return health
+
     def _serve(self, overrides: Dict[str, Any], options: Dict[str, Any]) -> int:
         group = self._build(overrides, options)
-        config = get_config(overrides)
-        health: Optional[HealthServer] = None
-        if config.health_port is not None:
-            health = HealthServer(config.health_port, workers=lambda: group.workers).start()
-            self.stdout.write(f"health probes on http://127.0.0.1:{health.port}/healthz and /readyz")
+        health = self._start_health(overrides, group)
         queues = ", ".join(w.task_queue for w in group.workers)
         self.stdout.write(f"durable_worker: serving {queues} on pool {group.pool} (pid {os.getpid()})")
         self.stdout.flush()
@@ -139,6 +144,10 @@ class Command(BaseCommand):
         return code
 
     def _run_reloading(self, overrides: Dict[str, Any], options: Dict[str, Any]) -> None:
+        """The autoreloader's child: run the workers until the reloader restarts the process."""
         group = self._build(overrides, options)
-        self.stdout.write(f"durable_worker: serving {', '.join(w.task_queue for w in group.workers)} (reloading)")
+        self._start_health(overrides, group)
+        self.stdout.write(f"durable_worker: serving {', '.join(w.task_queue for w in group.workers)} on pool "
+                          f"{group.pool} (reloading on code changes, pid {os.getpid()})")
+        self.stdout.flush()
         group.run()
