@@ -19,6 +19,15 @@ _COMMANDS = {
     "devserver": "sync_worker.devserver.cli:devserver_command",
     "nestjs": "sync_worker.nestjs.cli:nestjs_command",
     "run": "sync_worker.worker.cli:run_command",
+    "workflow": "sync_worker.cli.workflow:workflow_group",
+    "schedule": "sync_worker.cli.schedule:schedule_group",
+    "namespace": "sync_worker.cli.namespace:namespace_group",
+    "activity": "sync_worker.cli.activity:activity_group",
+    "task-queue": "sync_worker.cli.task_queue:task_queue_group",
+    "worker": "sync_worker.cli.worker_records:worker_group",
+    "search-attribute": "sync_worker.cli.operator:search_attribute_group",
+    "storage": "sync_worker.cli.operator:storage_group",
+    "system": "sync_worker.cli.operator:system_group",
     "celery": "sync_worker_celery.cli:celery_command",
 }
 

@@ -206,6 +206,18 @@ class ClientBase:
             self.metrics.increment(CLIENT_REQUESTS, tags=tags)
             self.metrics.record(CLIENT_REQUEST_DURATION_SECONDS, time.perf_counter() - started, tags=tags)
 
+    def request(self, method: str, path: str, *, body: Any = None, params: Optional[Mapping[str, Any]] = None,
+                retry: RetryMode = RetryMode.CONNECT_ONLY, operation: str = "") -> Any:
+        """One control-plane request with an exact JSON body (what ``sync-worker`` commands send).
+
+        ``path`` is below ``/api`` (``"/workflows"``). The body goes as given: no payload encoding.
+        Retries only when the connection was refused, unless ``retry`` says otherwise.
+        """
+        if not path.startswith("/"):
+            raise ValueError("path must start with '/'")
+        return self._call("control", method.upper(), path, route=path, body=body, params=params, retry=retry,
+                          operation=operation or f"cli.{method.lower()}")
+
     # -- discovery -------------------------------------------------------------------------
 
     def health(self) -> Dict[str, Any]:
