@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional, cast
 import click
 
 from ..worker.backend import POOL_ENV, check_pool, default_pool
-from ..worker.cli import EXIT_USAGE, _import_target, serve
+from ..worker.cli import EXIT_USAGE, _autoscale, _Concurrency, _import_target, serve
 from .runtime import NestjsWorker
 from .steps import StepWorker
 
@@ -37,8 +37,10 @@ def load_step_worker(target: str) -> StepWorker:
               help="The engine's key prefix (BullMQTransport/DbTransport `prefix`).")
 @click.option("--namespace", default=None, help="BullMQ deployment namespace (folded into the prefix).")
 @click.option("--partition", default=None, help="Serve the `<step>@<partition>` queues (BullMQ).")
-@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
-              help="Steps run at once (slots).")
+@click.option("-c", "--concurrency", type=_Concurrency(), default=4, show_default=True,
+              help="Step slots: a fixed N, or 'adaptive' (memory admission gate and adaptive limit).")
+@click.option("--autoscale", default=None, metavar="MAX,MIN",
+              help="Adaptive step slots between MIN (default 1) and MAX.")
 @click.option("-P", "--pool", default=None, help="threads (default) or gevent (patched first).")
 @click.option("--lock-duration", type=float, default=None,
               help="Lease seconds: BullMQ lock duration (30) or SQL claim lease (30).")
@@ -47,7 +49,7 @@ def load_step_worker(target: str) -> StepWorker:
               help="Seconds a warm stop waits for running steps.")
 @click.option("-l", "--loglevel", default="INFO", show_default=True)
 def nestjs_command(target: str, transport_url: str, prefix: str, namespace: Optional[str],
-                   partition: Optional[str], concurrency: int, pool: Optional[str],
+                   partition: Optional[str], concurrency: Any, autoscale: Optional[str], pool: Optional[str],
                    lock_duration: Optional[float], stalled_interval: Optional[float],
                    shutdown_timeout: float, loglevel: str) -> None:
     """Run the nestjs-durable steps of TARGET (MODULE:ATTR, a StepWorker) until signalled."""
@@ -74,6 +76,9 @@ def nestjs_command(target: str, transport_url: str, prefix: str, namespace: Opti
     except ValueError as error:
         raise click.UsageError(str(error))
     os.environ[POOL_ENV] = pool
+    bounds = _autoscale(autoscale)
+    if bounds is not None:
+        concurrency = bounds
     steps = load_step_worker(target)
     try:
         worker = NestjsWorker(steps, transport, concurrency=concurrency, pool=pool,

@@ -2,14 +2,17 @@
 
 The pieces are the Durable Workflow worker's own (``sync_worker.worker``): one concurrency
 backend (threads or gevent greenlets), a :class:`SlotPool` admitted through ``slots.admit`` so a
-worker never claims more tasks than it has slots, ``PollFailureBackoff`` for a failing broker, the
-in-flight set for warm/cold shutdown and a ``StatusBoard`` for ``status()`` readiness/liveness.
+worker never claims more tasks than it has slots -- with the memory admission gate
+(``sync_worker.worker.admission``; ``concurrency="adaptive"`` or a dict of knobs) asked before each
+claim, so a worker short of memory leaves the task to another replica --, ``PollFailureBackoff``
+for a failing broker, the in-flight set for warm/cold shutdown and a ``StatusBoard`` for
+``status()`` readiness/liveness.
 
 Loops (each spawned on the backend):
 
-* the **fetcher** holds a free slot, claims one task (non-blocking), and runs it in that slot; with
-  nothing to claim it releases the slot and waits on the transport (BZPOPMIN on the queue
-  markers, or the SQL poll interval);
+* the **fetcher** takes a free slot, claims one task (non-blocking), and runs it in that slot; with
+  nothing to claim it keeps the slot and waits on the transport (BZPOPMIN on the queue markers,
+  or the SQL poll interval);
 * the **keeper** renews the leases of every held task every ``lease/2`` s (BullMQ renews its locks
   the same way) and lets the transport do its periodic work (stalled checks, worker heartbeat keys);
 * the transport's own background loops (the Redis control channel).
@@ -19,6 +22,7 @@ A transport implements :class:`StepTransport`; see ``redis_transport`` and ``pg_
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import uuid
@@ -26,6 +30,13 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Set,
 
 from .. import health
 from ..cancel import CancelToken
+from ..worker.admission import (
+    AdmissionGate,
+    ConcurrencyOption,
+    ControlLoop,
+    resolve_concurrency,
+    start_control_loop,
+)
 from ..worker.backend import ConcurrencyBackend, TaskHandle, backend_for_pool, default_pool
 from ..worker.backoff import PollFailureBackoff
 from ..worker.inflight import InflightSet, InflightTask
@@ -112,7 +123,7 @@ class NestjsWorker:
         steps: StepWorker,
         transport: StepTransport,
         *,
-        concurrency: int = 4,
+        concurrency: ConcurrencyOption = 4,
         pool: Optional[str] = None,
         shutdown_timeout: float = 30.0,
         instance_id: Optional[str] = None,
@@ -124,7 +135,8 @@ class NestjsWorker:
             raise ValueError("shutdown_timeout must be >= 0 and idle_wait > 0")
         self.steps = steps
         self.transport = transport
-        self.concurrency = int(concurrency)
+        self.concurrency_config = resolve_concurrency(concurrency)
+        self.concurrency = self.concurrency_config.capacity
         self.shutdown_timeout = float(shutdown_timeout)
         self.idle_wait = float(idle_wait)
         self.instance_id = instance_id or default_instance_id()
@@ -132,7 +144,10 @@ class NestjsWorker:
         self.backend: ConcurrencyBackend = backend_for_pool(pool if pool is not None else default_pool())
         self.pool = self.backend.name
         b = self.backend
-        self._slots = SlotPool(b, "step", self.concurrency)
+        self._gate = AdmissionGate(self.concurrency_config, clock=b.monotonic, lock_factory=b.native_lock,
+                                   tags={"task_kind": "step", "task_queue": transport.kind})
+        self._slots = SlotPool(b, "step", self.concurrency, self._gate)
+        self._control_loop: Optional[ControlLoop] = None
         self._inflight = InflightSet(b)
         self._board = StatusBoard(self.worker_id, "nestjs", transport.kind, b.monotonic, b.native_lock)
         self._monitor = b.scheduler_monitor()
@@ -167,22 +182,22 @@ class NestjsWorker:
         return self._board.state
 
     def status(self, **bounds: Any) -> WorkerStatus:
-        """Readiness and liveness, from any thread, without I/O (see ``sync_worker.worker.status``)."""
-        return self._board.snapshot(**bounds)
+        """Readiness and liveness, from any thread, without I/O (see ``sync_worker.worker.status``).
+
+        ``concurrency`` carries the step slots' mode, limit, memory figures and gate state.
+        """
+        return dataclasses.replace(self._board.snapshot(**bounds), concurrency=self._gate.status())
 
     def in_flight(self) -> int:
         return self._inflight.count()
 
     def heartbeat_status(self) -> Dict[str, Any]:
         """The ``WorkerStatus`` object nestjs-durable reads from this worker's heartbeat key."""
-        status: Dict[str, Any] = {
-            "runtime": "python",
-            "concurrency": {"mode": "fixed", "limit": self.concurrency},
-            "inFlight": self._inflight.count(),
-        }
-        rss = _rss_bytes()
-        if rss is not None:
-            status["rssBytes"] = rss
+        status = self._gate.status().to_wire()
+        if "rssBytes" not in status:
+            rss = _rss_bytes()
+            if rss is not None:
+                status["rssBytes"] = rss
         return status
 
     def cancel_run(self, run_id: str) -> None:
@@ -211,9 +226,13 @@ class NestjsWorker:
         try:
             self.transport.open(self.steps.names, self)
             self._board.registered()
+            self._control_loop = start_control_loop(self._gate, self.backend)
             self._board.set_state(WorkerState.RUNNING)
             logger.info("nestjs worker %s serving %s over %s (%s, %d slots)", self.worker_id,
                         ", ".join(self.steps.names), self.transport.kind, self.pool, self.concurrency)
+            if self.concurrency_config.adaptive:
+                logger.info("step slots are adaptive (%d..%d) behind the memory admission gate",
+                            self.concurrency_config.min, self.concurrency_config.max)
             self._start_loops()
             self._supervise()
         except BaseException as caught:
@@ -233,6 +252,7 @@ class NestjsWorker:
         self._stop_requested.set()
         if cold:
             self._cold.set()
+        self._gate.begin_drain()
         self._fetch_cancel.cancel()
         with self._lock:
             performer = not self._shutdown_started
@@ -315,16 +335,19 @@ class NestjsWorker:
             self._held[key] = delivery
 
         def execute() -> None:
+            ok = False
+            slot.started(str(delivery.task.get("name") or ""))
             try:
                 result = self.steps.process_task(delivery.task, heartbeat=lambda: self._beat(delivery),
                                                  is_cancelled=self.is_cancelled)
+                ok = result.get("status") == "completed"
                 if inflight.claim_report():
                     self._settle(delivery, result)
             finally:
                 with self._lock:
                     self._held.pop(key, None)
                 self._inflight.remove(key)
-                slot.release()
+                slot.release(ok=ok)
 
         inflight.handle = self.backend.spawn(f"nestjs-step-{delivery.step_id}", execute)
 
@@ -425,6 +448,8 @@ class NestjsWorker:
                 if killed:
                     logger.warning("nestjs worker %s cold stop: killed %d step(s)", self.worker_id, killed)
         self._keeper_cancel.cancel()
+        if self._control_loop is not None:
+            self._control_loop.stop()
         for handle in self._handles:
             handle.join(max(0.0, min(5.0, deadline - clock())))
         try:

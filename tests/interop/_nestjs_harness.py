@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE_DIR = Path(__file__).resolve().parent / "nestjs"
@@ -161,12 +161,13 @@ class StepWorkerProcess:
     """A step worker in its own process: ``kind`` is ``threads``, ``gevent`` or ``control``."""
 
     def __init__(self, kind: str, transport_url: str, prefix: str, *, lease: float, log_dir: Path,
-                 concurrency: int = 4) -> None:
+                 concurrency: str = "4", extra: Sequence[str] = ()) -> None:
         self.kind = kind
         self.transport_url = transport_url
         self.prefix = prefix
         self.lease = lease
         self.concurrency = concurrency
+        self.extra = list(extra)
         self.log_dir = log_dir
         self.proc: Optional[subprocess.Popen[str]] = None
         self.starts = 0
@@ -178,7 +179,7 @@ class StepWorkerProcess:
             return [python, str(CONTROL_SCRIPT), self.transport_url, self.prefix, str(self.lease)]
         cmd = [sys.executable, "-m", "sync_worker", "nestjs", "tests.interop._nestjs_app:worker",
                "--transport", self.transport_url, "--prefix", self.prefix, "-P", self.kind,
-               "-c", str(self.concurrency), "--lock-duration", str(self.lease), "--shutdown-timeout", "10"]
+               "-c", self.concurrency, "--lock-duration", str(self.lease), "--shutdown-timeout", "10", *self.extra]
         if self.transport_url.startswith("redis"):
             cmd += ["--stalled-interval", str(max(0.5, self.lease / 2))]
         return cmd

@@ -9,12 +9,15 @@ test compares what the engine recorded for ours against the control.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import uuid
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from ._nestjs_harness import Fleet, missing, redis_url, wait_for_file
+from ._nestjs_harness import Engine, Fleet, StepWorkerProcess, flush_redis_prefix, missing, redis_url, wait_for_file
 from ._nestjs_scenarios import SCENARIOS
 
 pytestmark = [pytest.mark.timeout(300)]
@@ -119,3 +122,33 @@ def _compare(fleet: Fleet) -> None:
     assert not differences, "\n".join(differences)
 
 
+
+
+@pytest.mark.parametrize("pool", ("threads", "gevent"))
+def test_adaptive_slots_behind_the_memory_gate(tmp_path: Path, pool: str) -> None:
+    """``-c adaptive``: steps run behind the admission gate; its figures ride the worker heartbeat."""
+    import redis
+
+    url = redis_url()
+    assert url is not None
+    prefix = f"swnj-ada{pool[:3]}{os.getpid()}"
+    flush_redis_prefix(url, prefix)
+    worker = StepWorkerProcess(pool, url, prefix, lease=5.0, log_dir=tmp_path, concurrency="adaptive").start()
+    engine = Engine("redis", prefix, url=url)
+    try:
+        engine.call("startMany", prefix=f"ada-{pool}", count=20, step="bench.echo", input={})
+        outcome = engine.call("waitMany", prefix=f"ada-{pool}", count=20, timeoutMs=60000)
+        assert outcome["completed"] == 20, (outcome, worker.log()[-2000:])
+        client = redis.Redis.from_url(url, decode_responses=True)
+        assert worker.proc is not None
+        key = f"{prefix}-worker-heartbeat:bench.echo:py-{socket.gethostname()}-{worker.proc.pid}"
+        status = json.loads(client.get(key))["status"]
+        client.close()
+        assert status["concurrency"]["mode"] == "adaptive" and status["concurrency"]["max"] == 32
+        assert status["memory"]["gate"] in ("open", "deferring")
+        assert status["memory"]["source"] != "unavailable"
+        assert "step slots are adaptive (1..32)" in worker.log()
+    finally:
+        assert worker.stop() == 0, worker.log()[-2000:]
+        engine.close()
+        flush_redis_prefix(url, prefix)
