@@ -61,7 +61,7 @@ def test_warm_stop_finishes_the_running_step(setup: Tuple[Engine, StepWorkerProc
 
 
 def test_cold_stop_hands_the_step_back(setup: Tuple[Engine, StepWorkerProcess, Path, str]) -> None:
-    engine, worker, workdir, prefix = setup
+    engine, worker, workdir, _prefix = setup
     run_id = f"cold-{uuid.uuid4().hex[:8]}"
     engine.call("start", runId=run_id, step="payments.slow", input={"dir": str(workdir), "seconds": 120})
     assert wait_for_file(workdir / "slow.running", 20), worker.log()[-2000:]
@@ -84,7 +84,7 @@ def test_a_job_that_is_not_a_step_task_is_failed_and_the_worker_goes_on(
 
     from sync_worker.nestjs.bullmq import BullQueue
 
-    engine, worker, workdir, prefix = setup
+    engine, worker, _workdir, prefix = setup
     client = redis.Redis.from_url(redis_url() or "", decode_responses=True)
     q = BullQueue(client, f"{prefix}-tasks-payments.charge-card")
     bad = [q.add("task", "not json at all", {"removeOnFail": {"age": 3600}}, int(time.time() * 1000)),
