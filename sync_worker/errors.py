@@ -36,6 +36,8 @@ __all__ = [
     "PayloadError",
     "QueryFailed",
     "QueryTaskAuthorityLost",
+    "ResponseTooLarge",
+    "ResultNotEncodable",
     "RuntimeCapabilityUnsupported",
     "RuntimeDiscoveryUnavailable",
     "SagaCompensationFailed",
@@ -86,6 +88,20 @@ class PayloadEncodeError(PayloadError):
     """A Python value has no representation in the Avro Value schema."""
 
 
+class ResultNotEncodable(PayloadEncodeError):
+    """An activity (or task) returned a value the Avro codec cannot carry.
+
+    Reported to the server at once as a non-retryable failure (a retry would return the same
+    value). ``path`` names where in the result the value sits, written from the result's root
+    (``result["total"]``, ``result["items"][3]``); ``value_type`` is its Python type name
+    (``Decimal``, ``datetime``, ``Order``).
+    """
+
+    def __init__(self, message: str, *, path: str, value_type: str, reason: str = "unsupported_value_type") -> None:
+        super().__init__(message, reason=reason, path=path)
+        self.value_type = value_type
+
+
 class PayloadDecodeError(PayloadError):
     """A blob is not a valid single-object Avro Value datum."""
 
@@ -121,6 +137,23 @@ class TransportError(DurableWorkflowError):
         self.timeout = timeout
         #: The request provably never reached the server (connection refused / connect timeout).
         self.connect = connect
+        #: The attempt was cut at its absolute deadline (bytes kept arriving, or none did).
+        self.deadline_exceeded = False
+
+
+class ResponseTooLarge(TransportError):
+    """A response body exceeded the client's ``max_body_bytes`` bound; it was not read whole.
+
+    The connection is closed (never reused) and the request counts as failed; a worker keeps
+    running and retries on its usual schedule.
+    """
+
+    def __init__(self, message: str, *, route: Optional[str] = None, limit_bytes: int = 0,
+                 declared_bytes: Optional[int] = None) -> None:
+        super().__init__(message, route=route)
+        self.limit_bytes = limit_bytes
+        #: The ``Content-Length`` the server declared, when it declared one.
+        self.declared_bytes = declared_bytes
 
 
 class ServerError(DurableWorkflowError):

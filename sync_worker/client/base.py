@@ -53,6 +53,7 @@ class ClientBase:
         transport_retries: int = 3,
         verify: Any = True,
         metrics: Any = None,
+        max_body_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -79,6 +80,9 @@ class ClientBase:
         self.transport_retries = max(1, int(transport_retries))
         self.verify = verify
         self.metrics = metrics  # a MetricsRecorder (increment/record), as the published SDK takes
+        if not isinstance(max_body_bytes, int) or max_body_bytes <= 0:
+            raise ValueError("max_body_bytes must be a positive int")
+        self.max_body_bytes = max_body_bytes
         self._transport = Transport(
             self.base_url,
             timeout=self.timeout,
@@ -86,6 +90,7 @@ class ClientBase:
             max_connections=self.max_connections,
             retry=RetryPolicy(max_attempts=self.transport_retries),
             verify=verify,
+            max_body_bytes=max_body_bytes,
         )
         self._cluster_info: Optional[Dict[str, Any]] = None
         self._cluster_lock = threading.Lock()
@@ -99,7 +104,7 @@ class ClientBase:
             namespace=self.namespace, timeout=self.timeout, connect_timeout=self.connect_timeout,
             failure_report_limit_bytes=self.failure_report_limit_bytes,
             max_connections=self.max_connections, transport_retries=self.transport_retries,
-            verify=self.verify, metrics=self.metrics,
+            verify=self.verify, metrics=self.metrics, max_body_bytes=self.max_body_bytes,
         )
         config.update(overrides)
         twin = type(self)(self.base_url, **config)

@@ -27,7 +27,7 @@ import socket
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import requests
 import tenacity
@@ -37,6 +37,8 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from .. import errors
 from ..cancel import CancelToken
+from .deadlines import watchdog
+from .statuses import _body_reason, raise_for_status
 
 logger = logging.getLogger("sync_worker.http")
 
@@ -154,76 +156,6 @@ class _Adapter(HTTPAdapter):
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
         self.poolmanager.key_fn_by_scheme = dict(self.poolmanager.key_fn_by_scheme)
-
-
-# ---------------------------------------------------------------------------
-# Status mapping
-
-
-def _body_reason(body: object) -> Optional[str]:
-    if isinstance(body, dict):
-        reason = body.get("reason")
-        return reason if isinstance(reason, str) else None
-    return None
-
-
-_QUERY_409 = {"query_rejected", "query_worker_unavailable", "query_worker_incompatible",
-              "query_workflow_state_unavailable"}
-_QUERY_504 = {"query_worker_timeout", "query_worker_execution_timeout", "query_task_not_claimed"}
-
-
-def raise_for_status(status: int, body: object, *, route: str, operation: str = "") -> None:
-    """Raise the typed exception for an error ``status``; return for 1xx-3xx."""
-    if status < 400:
-        return
-    reason = _body_reason(body)
-    cls: type[errors.ServerError] = errors.ServerError
-    if status == 401:
-        cls = errors.Unauthorized
-    elif status == 403:
-        cls = errors.Forbidden
-    elif status == 404:
-        if reason == "namespace_not_found":
-            cls = errors.NamespaceNotFound
-        elif reason == "unknown_signal":
-            cls = errors.SignalFailed
-        elif reason in ("query_not_found", "rejected_unknown_query"):
-            cls = errors.QueryFailed
-        elif reason in ("workflow_not_found", "instance_not_found", "run_not_found") or (
-            operation.startswith("workflow") and reason is None
-        ):
-            cls = errors.WorkflowNotFound
-        else:
-            cls = errors.NotFound
-    elif status == 409:
-        if reason in ("duplicate_not_allowed", "instance_already_started"):
-            cls = errors.WorkflowAlreadyStarted
-        elif reason in _QUERY_409 or (reason == "run_not_active" and operation == "workflow.query"):
-            cls = errors.QueryFailed
-        elif reason in ("run_not_active", "request_id_conflict") and operation == "workflow.signal":
-            cls = errors.SignalFailed
-        elif reason in ("update_rejected", "update_validator_rejected"):
-            cls = errors.UpdateRejected
-        elif reason == "request_id_conflict" and operation == "workflow.update":
-            cls = errors.UpdateFailed
-        else:
-            cls = errors.Conflict
-    elif status in (400, 413, 415, 422):
-        if reason == "invalid_signal_arguments":
-            cls = errors.SignalFailed
-        elif reason == "invalid_query_arguments":
-            cls = errors.QueryFailed
-        elif isinstance(body, dict) and body.get("update_status") == "failed":
-            cls = errors.UpdateFailed
-        else:
-            cls = errors.InvalidArgument
-    elif status == 504 and reason in _QUERY_504:
-        cls = errors.QueryFailed
-    elif status == 429:
-        cls = errors.BackpressureError
-    elif status in (502, 503, 504):
-        cls = errors.ServerUnavailable
-    raise cls(status, body, route=route)
 
 
 # ---------------------------------------------------------------------------
@@ -399,22 +331,31 @@ class Transport:
         handle = cancel.add_callback(slot.abort) if cancel is not None else None
         previous = getattr(_active, "slot", None)
         _active.slot = slot
-        timeout: Tuple[float, float] = (self.connect_timeout, read_timeout or self.timeout)
+        read_budget = read_timeout or self.timeout
+        timeout: Tuple[float, float] = (self.connect_timeout, read_budget)
+        # The absolute deadline of this attempt: further bytes never extend it (a read timeout
+        # alone applies per recv, so a dripping server could hold the request for ever).
+        budget = self.connect_timeout + read_budget
+        deadline = watchdog().schedule(budget, slot.abort)
+        raw: Any = None
         try:
             raw = self._session.request(
                 method, self.base_url + path, data=data, params=params, headers=dict(headers),
-                timeout=timeout, verify=self.verify, allow_redirects=False,
+                timeout=timeout, verify=self.verify, allow_redirects=False, stream=True,
             )
-            content = raw.content
-        except requests.RequestException as exc:
+            content = self._read_bounded(raw, route)
+        except errors.ResponseTooLarge:
+            raise
+        except (requests.RequestException, ConnectionAbortedError, OSError) as exc:
             if cancel is not None and cancel.cancelled:
                 raise errors.WorkerShutdown(f"{route}: interrupted by shutdown") from exc
-            raise _transport_error(exc, route) from exc
-        except (ConnectionAbortedError, OSError) as exc:
-            if cancel is not None and cancel.cancelled:
-                raise errors.WorkerShutdown(f"{route}: interrupted by shutdown") from exc
+            if deadline.fired:
+                raise _deadline_error(route, budget) from exc
+            if isinstance(exc, requests.RequestException):
+                raise _transport_error(exc, route) from exc
             raise errors.TransportError(f"{route}: {type(exc).__name__}", route=route) from exc
         finally:
+            watchdog().cancel(deadline)
             _active.slot = previous
             if cancel is not None and handle is not None:
                 cancel.remove_callback(handle)
@@ -425,6 +366,41 @@ class Transport:
             status, body = _unwrap_poll_envelope(status, body, route)
         raise_for_status(status, body, route=route, operation=operation)
         return Response(status=status, body=body, content_type=content_type)
+
+    def _read_bounded(self, raw: Any, route: str) -> bytes:
+        """The response body, refused (and the connection closed) past ``max_body_bytes``."""
+        limit = self.max_body_bytes
+        declared = raw.headers.get("Content-Length")
+        declared_bytes = int(declared) if declared is not None and declared.strip().isdigit() else None
+        if declared_bytes is not None and declared_bytes > limit:
+            raw.close()
+            raise _too_large(route, limit, declared_bytes)
+        chunks: List[bytes] = []
+        size = 0
+        for chunk in raw.iter_content(chunk_size=64 * 1024):
+            size += len(chunk)
+            if size > limit:
+                raw.close()
+                raise _too_large(route, limit, declared_bytes)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def _too_large(route: str, limit: int, declared: Optional[int]) -> errors.ResponseTooLarge:
+    said = f" (declared {declared} bytes)" if declared is not None else ""
+    logger.warning("%s: response body exceeds max_body_bytes=%d%s; refused without reading it whole",
+                   route, limit, said)
+    return errors.ResponseTooLarge(f"{route}: response body exceeds {limit} bytes{said}", route=route,
+                                   limit_bytes=limit, declared_bytes=declared)
+
+
+def _deadline_error(route: str, budget: float) -> errors.TransportError:
+    logger.warning("%s: HTTP attempt cut at its absolute deadline of %.1f s (the server was still sending, "
+                   "or silent); the request counts as failed", route, budget)
+    error = errors.TransportError(f"{route}: absolute deadline of {budget:.1f}s exceeded", route=route,
+                                  timeout=True)
+    error.deadline_exceeded = True
+    return error
 
 
 def _dumps(value: Any) -> bytes:

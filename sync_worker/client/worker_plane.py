@@ -313,7 +313,11 @@ class WorkerPlane(ClientBase):
             "worker", "POST", path, route=path, body=body, cancel=cancel, poll=True,
             read_timeout=poll_read_timeout(body["timeout_seconds"]), operation=path,
         )
-        task = response.get("task") if isinstance(response, dict) else None
+        if not isinstance(response, dict):
+            # An empty (or non-object) 200 is not an empty poll: an empty poll says {"task": null}.
+            raise errors.ServerError(200, {"reason": "empty_poll_response" if response is None
+                                           else "invalid_poll_response"}, route=path)
+        task = response.get("task")
         if task is not None and not isinstance(task, dict):
             raise errors.ServerError(200, {"reason": "invalid_poll_response"}, route=path)
         return task

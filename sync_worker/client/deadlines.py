@@ -1,0 +1,108 @@
+"""Absolute deadlines for HTTP attempts.
+
+A socket read timeout applies to each ``recv``: a server that drips one byte a second keeps a
+request alive for as long as it likes. Every attempt therefore also gets an absolute
+deadline; when it passes, :class:`DeadlineWatchdog` runs the attempt's abort callback (which
+shuts the socket down), whatever bytes are still arriving.
+
+One watchdog task serves the whole process: a heap of deadlines and one condition variable,
+so an attempt costs a heap push, not a timer thread. Under gevent the ``threading`` module
+is patched, so the same code runs as one greenlet. After a fork the child starts its own.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import os
+import threading
+import time
+from typing import Callable, List, Optional, Tuple
+
+__all__ = ["DeadlineWatchdog", "Timer", "watchdog"]
+
+logger = logging.getLogger("sync_worker.http")
+
+
+class Timer:
+    """One scheduled deadline; :attr:`fired` says whether its callback ran."""
+
+    __slots__ = ("callback", "cancelled", "deadline", "fired")
+
+    def __init__(self, deadline: float, callback: Callable[[], None]) -> None:
+        self.deadline = deadline
+        self.callback = callback
+        self.cancelled = False
+        self.fired = False
+
+
+class DeadlineWatchdog:
+    """Fires callbacks at monotonic deadlines from one background task."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._order = itertools.count()
+        self._reset()
+        if hasattr(os, "register_at_fork"):
+            # The child has no watchdog task and may have inherited a held lock: start afresh.
+            os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._heap: List[Tuple[float, int, Timer]] = []
+        self._pid: Optional[int] = None
+
+    def schedule(self, seconds: float, callback: Callable[[], None]) -> Timer:
+        timer = Timer(self._clock() + max(0.0, seconds), callback)
+        with self._lock:
+            self._ensure_running()
+            heapq.heappush(self._heap, (timer.deadline, next(self._order), timer))
+            if self._heap[0][2] is timer:
+                self._wake.notify()
+        return timer
+
+    def cancel(self, timer: Timer) -> None:
+        # Lazy removal: the entry is skipped when it surfaces (cancel is on every request's path).
+        timer.cancelled = True
+
+    def _ensure_running(self) -> None:
+        pid = os.getpid()
+        if self._pid == pid:
+            return
+        self._pid = pid
+        thread = threading.Thread(target=self._run, name="sync-worker-http-deadlines", daemon=True)
+        thread.start()
+
+    def _run(self) -> None:
+        while True:
+            due: List[Timer] = []
+            with self._lock:
+                while self._heap and self._heap[0][2].cancelled:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._wake.wait()
+                    continue
+                now = self._clock()
+                while self._heap and (self._heap[0][2].cancelled or self._heap[0][0] <= now):
+                    _, _, timer = heapq.heappop(self._heap)
+                    if not timer.cancelled:
+                        timer.fired = True
+                        due.append(timer)
+                if not due:
+                    self._wake.wait(max(0.0, self._heap[0][0] - now))
+                    continue
+            for timer in due:
+                try:
+                    timer.callback()
+                except Exception:  # pragma: no cover - an abort callback must never kill the watchdog
+                    logger.exception("HTTP deadline callback failed")
+
+
+_watchdog = DeadlineWatchdog()
+
+
+def watchdog() -> DeadlineWatchdog:
+    """The process-wide watchdog every transport shares."""
+    return _watchdog
