@@ -9,12 +9,13 @@ bytes scripts wrote, so a test can prove the client stopped reading early.
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 
 @dataclass
@@ -39,25 +40,51 @@ class MisbehavingServer:
     stop: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
-        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen(64)
-        self._listener.settimeout(0.2)
-        self.port = int(self._listener.getsockname()[1])
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port = 0
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._connections: List[socket.socket] = []
+        self._listen()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def _listen(self) -> None:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        listener.settimeout(0.2)
+        self.port = int(listener.getsockname()[1])
+        self._listener = listener
+        self._down = threading.Event()
+        self._thread = threading.Thread(target=self._accept, args=(listener, self._down), daemon=True)
         self._thread.start()
 
-    def _accept(self) -> None:
-        while not self.stop.is_set():
+    def go_down(self) -> None:
+        """An outage: stop listening (connection refused) and cut every open connection."""
+        self._down.set()
+        self._listener.close()
+        self._thread.join(2)
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
             try:
-                conn, _ = self._listener.accept()
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def come_up(self) -> None:
+        """Listen again on the same port."""
+        self._listen()
+
+    def _accept(self, listener: socket.socket, down: threading.Event) -> None:
+        while not self.stop.is_set() and not down.is_set():
+            try:
+                conn, _ = listener.accept()
             except socket.timeout:
                 continue
             except OSError:
                 return
+            with self._lock:
+                self._connections.append(conn)
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
@@ -85,8 +112,7 @@ class MisbehavingServer:
 
     def close(self) -> None:
         self.stop.set()
-        self._listener.close()
-        self._thread.join(2)
+        self.go_down()
 
 
 def _read_request(conn: socket.socket) -> Optional[RawRequest]:
@@ -133,3 +159,62 @@ def drip(server: MisbehavingServer, conn: socket.socket, data: bytes, every: flo
             return
         server.send(conn, data[index:index + 1])
         time.sleep(every)
+
+
+def forward(upstream: str, request: RawRequest, timeout: float = 90.0) -> Tuple[int, Dict[str, str], bytes]:
+    """Send ``request`` on to ``upstream`` (an ``http://host:port`` origin); return its answer."""
+    host, _, port = upstream.split("//", 1)[1].partition(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        headers = {k: v for k, v in request.headers.items() if k not in ("host", "connection", "content-length")}
+        conn.request(request.method, request.path, body=request.body or None, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+class FaultProxy:
+    """A pass-through proxy in front of a real server, with scripted faults.
+
+    ``override(method, path_prefix)`` returns a function's answer instead of the upstream's
+    (``None`` from the function passes the request through); ``go_down``/``come_up`` simulate
+    an outage (connection refused, open connections cut); ``status_for`` answers a fixed status.
+    """
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream
+        self.overrides: List[Tuple[str, str, Callable[[RawRequest], Optional[Tuple[int, bytes]]]]] = []
+        self.fail_status: Optional[int] = None
+        self.server = MisbehavingServer(self._handle)
+        self.url = self.server.url
+
+    def override(self, method: str, prefix: str, fn: Callable[[RawRequest], Optional[Tuple[int, bytes]]]) -> None:
+        self.overrides.append((method, prefix, fn))
+
+    def _handle(self, conn: socket.socket, request: RawRequest) -> None:
+        answer: Optional[Tuple[int, bytes]] = None
+        if self.fail_status is not None and not request.path.startswith("/api/health"):
+            answer = (self.fail_status, json.dumps({"reason": "proxy_error", "error": "bad gateway"}).encode())
+        for method, prefix, fn in list(self.overrides):
+            if answer is None and request.method == method and request.path.startswith(prefix):
+                answer = fn(request)
+        if answer is None:
+            status, headers, body = forward(self.upstream, request)
+            extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items()
+                            if k.startswith("x-durable-workflow") or k == "retry-after")
+            head = (f"HTTP/1.1 {status} X\r\nContent-Type: {headers.get('content-type', 'application/json')}\r\n"
+                    f"Content-Length: {len(body)}\r\n{extra}\r\n").encode()
+            self.server.send(conn, head + body)
+            return
+        status, body = answer
+        self.server.send(conn, response_head(status, len(body)) + body)
+
+    def go_down(self) -> None:
+        self.server.go_down()
+
+    def come_up(self) -> None:
+        self.server.come_up()
+
+    def close(self) -> None:
+        self.server.close()

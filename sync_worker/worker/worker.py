@@ -37,6 +37,7 @@ from .backend import ConcurrencyBackend, SchedulerMonitor, TaskHandle, backend_f
 from .deregistration import deregister
 from .inflight import InflightSet, InflightTask
 from .interception import checked_interceptors
+from .malformed import reject_malformed
 from .metrics import TASK_DURATION, TASKS, MetricsRecorder, NoopMetrics
 from .pollers import Poller, poll_timeout_seconds
 from .registration import (
@@ -502,8 +503,20 @@ class Worker:
             slot.release()
             raise
 
+    def _malformed(self, kind: str, task: Dict[str, Any], slot: Optional[Slot]) -> bool:
+        """Never run a malformed task: count it, log it once, report it when identifiable."""
+        client = self._query_client if kind == "query" else self.client
+        if not reject_malformed(kind, task, client=client, worker_id=self.worker_id, cancel=self._poll_cancel):
+            return False
+        self.metrics.increment(TASKS, 1.0, {"task_kind": kind, "task_queue": self.task_queue, "outcome": "malformed"})
+        if slot is not None:
+            slot.release()
+        return True
+
     def _dispatch_activity(self, task: Dict[str, Any], slot: Optional[Slot]) -> None:
         assert slot is not None
+        if self._malformed("activity", task, slot):
+            return
         slot.started(str(task.get("activity_type") or ""))
         self._spawn_task("activity", task, slot, lambda inflight: run_activity_task(
             client=self.client, task=task, activities=self.activities, worker_id=self.worker_id,
@@ -513,6 +526,8 @@ class Worker:
 
     def _dispatch_workflow(self, task: Dict[str, Any], slot: Optional[Slot]) -> None:
         assert slot is not None
+        if self._malformed("workflow", task, slot):
+            return
         self._spawn_task("workflow", task, slot, lambda inflight: run_workflow_task(
             client=self.client, task=task, registry=self.workflows.registry(), worker_id=self.worker_id,
             task_queue=self.task_queue, inflight=inflight, sleep=self.backend.sleep,
@@ -520,6 +535,8 @@ class Worker:
         ))
 
     def _run_query(self, task: Dict[str, Any], slot: Optional[Slot]) -> None:
+        if self._malformed("query", task, None):
+            return
         started = self.backend.monotonic()
         outcome = run_query_task(client=self._query_client, task=task, registry=self.workflows.registry(),
                                  worker_id=self.worker_id, cancel=self._poll_cancel,
