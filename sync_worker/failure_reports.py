@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from sync_worker.errors import FailureReportTooLarge
 
 __all__ = [
     "DETAIL_BYTES",
+    "task_failure_note",
     "MESSAGE_BYTES",
     "REQUEST_BYTES",
     "STACK_BYTES",
@@ -387,3 +388,14 @@ def bound_request(path: str, body: Dict[str, Any], *, limit_bytes: int = REQUEST
         if budget == 0:
             raise FailureReportTooLarge(limit)
         budget //= 2
+
+
+def task_failure_note(raw: Mapping[str, Any]) -> str:
+    """Why a run is stuck, from the server's ``last_task_failure`` (empty when there is none)."""
+    failure = raw.get("last_task_failure")
+    if not isinstance(failure, Mapping):
+        return ""
+    kind = failure.get("type") or failure.get("exception_type") or "failure"
+    message = str(failure.get("message") or "").strip().splitlines()
+    reason = message[0][:300] if message else "(no message)"
+    return f"; its workflow tasks keep failing: {kind}: {reason}"

@@ -202,12 +202,16 @@ class WorkerPlane(ClientBase):
         lease_owner: str,
         result: Any,
         cancel: Optional[CancelToken] = None,
+        result_envelope: Optional[Dict[str, str]] = None,
     ) -> Dict[str, Any]:
-        """Report success; the result is encoded first (``PayloadEncodeError`` before sending)."""
+        """Report success; the result is encoded first (``PayloadEncodeError`` before sending).
+
+        ``result_envelope`` is ``result`` already encoded (a caller that retries encodes once).
+        """
         return self._task_call("activity-tasks", task_id, "complete", {
             "activity_attempt_id": activity_attempt_id,
             "lease_owner": lease_owner,
-            "result": payloads.envelope(result),
+            "result": result_envelope if result_envelope is not None else payloads.envelope(result),
         }, cancel)
 
     def fail_activity_task(

@@ -14,6 +14,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from .. import errors, payloads
 from ..cancel import CancelToken
+from ..failure_reports import task_failure_note
 from .base import ClientBase, segment
 from .handles import WorkflowHandle
 from .results import WorkflowExecution, WorkflowList, WorkflowRun, WorkflowRunList
@@ -187,7 +188,7 @@ class WorkflowsMixin(ClientBase):
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(
                     f"workflow {workflow_id} has not reached a terminal state (status={execution.status!r}) "
-                    f"after {timeout} s"
+                    f"after {timeout} s{task_failure_note(execution.raw)}"
                 )
             wait = poll_interval if deadline is None else max(0.0, min(poll_interval, deadline - time.monotonic()))
             if cancel is not None:

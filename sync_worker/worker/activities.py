@@ -2,7 +2,9 @@
 
 Outcome rules:
 
-* return value → ``complete`` (the Client encodes it; an unencodable value sends nothing);
+* return value → ``complete``, retried through an outage while the lease can be valid;
+* a return value the codec cannot carry (``Decimal``, ``datetime``...) → ``fail`` at once,
+  non-retryable, naming the path (``result["total"]``);
 * :class:`NonRetryableError` → ``fail`` with ``non_retryable: true``;
 * :class:`ActivityCancelled` from a heartbeat → ``fail`` "activity cancelled", non-retryable;
 * :class:`ActivityLeaseAuthorityLost` (now or from an earlier heartbeat the code caught)
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 import traceback
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
@@ -33,13 +36,18 @@ from ..errors import (
     FailureReportTooLarge,
     InvalidWorkflowDefinition,
     NonRetryableError,
+    PayloadEncodeError,
     PayloadError,
+    ServerError,
     WorkerShutdown,
 )
 from ..interceptors import ActivityInterceptorContext, WorkerInterceptor
-from ..payloads import decode_arguments
+from ..payloads import decode_arguments, envelope
 from .inflight import InflightTask
 from .interception import chain
+from .outcomes import OutcomeAbandoned, deliver, lease_deadline
+from .results import not_encodable, not_encodable_failure
+from .tasklog import format_raised, format_received, format_succeeded, task_logger
 
 __all__ = ["activity_map", "exception_class_name", "failure_from_exception", "run_activity_task"]
 
@@ -118,21 +126,25 @@ def run_activity_task(
     raw_attempt = task.get("attempt_number", 1)
     attempt_number = raw_attempt if isinstance(raw_attempt, int) and not isinstance(raw_attempt, bool) else 1
 
+    deadline = lease_deadline(task)
+    label = f"activity {activity_type or '?'}[{attempt_id or task_id}]"
+
     def report_failure(failure: Dict[str, Any], what: str) -> None:
         if not inflight.claim_report():
-            logger.warning("activity %s abandoned at shutdown; its %s is not reported", task_id, what)
+            logger.warning("%s abandoned at shutdown; its %s is not reported", label, what)
             return
         try:
-            client.fail_activity_task(
+            deliver(lambda: client.fail_activity_task(
                 task_id, activity_attempt_id=attempt_id, lease_owner=worker_id, failure=failure,
-                cancel=inflight.cancel,
-            )
+                cancel=inflight.cancel), what=f"{label} {what} report", deadline=deadline, cancel=inflight.cancel)
         except FailureReportTooLarge as error:
-            logger.error("activity %s %s could not be reported: %s", task_id, what, error)
+            logger.error("%s %s could not be reported: %s", label, what, error)
         except WorkerShutdown:
-            logger.warning("activity %s %s report interrupted by shutdown", task_id, what)
-        except Exception as error:  # the server's timeouts recover an unreported attempt
-            logger.warning("failed to report activity %s %s: %s", task_id, what, type(error).__name__)
+            logger.warning("%s %s report interrupted by shutdown", label, what)
+        except OutcomeAbandoned:
+            pass  # deliver() logged it
+        except Exception as error:  # refused: the server's timeouts recover an unreported attempt
+            logger.warning("failed to report %s %s: %s", label, what, _refusal(error))
 
     codec = task.get("payload_codec")
     if codec != "avro":
@@ -176,6 +188,9 @@ def run_activity_task(
         return activity_fn(*context.args)
 
     execute = chain(interceptors, "execute_activity", call_activity, none_allowed=True)
+    log_id = attempt_id or task_id
+    task_logger.info(format_received(activity_type, log_id))
+    started = time.monotonic()
     activity_api._set_context(ctx)
     try:
         try:
@@ -187,41 +202,56 @@ def run_activity_task(
             # A heartbeat refusal the code caught still ends the attempt's authority.
             ctx.raise_if_cannot_continue()
     except ActivityLeaseAuthorityLost as error:
-        logger.warning("activity %s cannot continue: %s; nothing is reported", task_id, error.reason)
+        logger.warning("%s cannot continue: %s; nothing is reported", label, error.reason)
         return "claim_aborted"
     except ActivityCancelled:
         if inflight.abandoned:
-            logger.warning("activity %s stopped after the worker abandoned it", task_id)
+            logger.warning("%s stopped after the worker abandoned it", label)
             return "abandoned"
-        logger.info("activity %s cancelled via heartbeat", task_id)
+        task_logger.info("Task %s[%s] cancelled via heartbeat", activity_type, log_id)
         report_failure(_cancelled_failure(), "cancellation")
         return "cancelled"
     except NonRetryableError as error:
-        logger.warning("activity %s (%s) failed (non-retryable): %s", task_id, activity_type, error)
+        task_logger.info(format_raised(activity_type, log_id, error) + "\n(non-retryable)")
         report_failure(failure_from_exception(error, non_retryable=True), "failure")
         return "failed_non_retryable"
     except Exception as error:
-        logger.warning("activity %s (%s) failed: %s", task_id, activity_type, type(error).__name__)
+        task_logger.info(format_raised(activity_type, log_id, error))
         report_failure(failure_from_exception(error), "failure")
         return "failed"
     finally:
         activity_api._set_context(None)
 
     if not inflight.claim_report():
-        logger.warning("activity %s finished after the worker abandoned it; its result is not reported", task_id)
+        logger.warning("%s finished after the worker abandoned it; its result is not reported", label)
         return "abandoned"
     try:
-        client.complete_activity_task(
+        result_envelope = envelope(result)
+    except PayloadEncodeError as error:
+        unencodable = not_encodable(error, result)
+        task_logger.info(format_raised(activity_type, log_id, unencodable, with_traceback=False))
+        logger.error("%s returned a value the codec cannot carry; reported as a non-retryable failure: %s",
+                     label, unencodable)
+        report_failure(not_encodable_failure(unencodable), "unencodable result")
+        return "failed_non_retryable"
+    task_logger.info(format_succeeded(activity_type, log_id, time.monotonic() - started, result))
+    try:
+        deliver(lambda: client.complete_activity_task(
             task_id, activity_attempt_id=attempt_id, lease_owner=worker_id, result=result,
-            cancel=inflight.cancel,
-        )
-    except PayloadError as error:
-        logger.error("activity %s result cannot be encoded; nothing is reported: %s", task_id, error)
-        return "complete_error"
+            cancel=inflight.cancel, result_envelope=result_envelope,
+        ), what=f"{label} completion", deadline=deadline, cancel=inflight.cancel)
     except WorkerShutdown:
-        logger.warning("activity %s completion interrupted by shutdown", task_id)
+        logger.warning("%s completion interrupted by shutdown", label)
+        return "complete_error"
+    except OutcomeAbandoned:
         return "complete_error"
     except Exception as error:
-        logger.warning("failed to complete activity task %s: %s", task_id, type(error).__name__)
+        logger.warning("failed to complete %s: %s", label, _refusal(error))
         return "complete_error"
     return "completed"
+
+
+def _refusal(error: BaseException) -> str:
+    if isinstance(error, ServerError):
+        return f"{type(error).__name__} (HTTP {error.status}, reason={error.reason()!r})"
+    return type(error).__name__

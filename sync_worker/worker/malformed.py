@@ -50,7 +50,8 @@ def task_problems(kind: str, task: Any) -> List[str]:
         required = (("task_id",), ("activity_attempt_id", "attempt_id"), ("activity_type",))
         attempt_key = None
     else:
-        required = (("query_task_id",), ("workflow_type",), ("query_name",))
+        # A missing workflow_type or query_name is answered by the query path itself (§6.2).
+        required = (("query_task_id",),)
         attempt_key = "query_task_attempt"
     for keys in required:
         if _text(task, *keys) is None:

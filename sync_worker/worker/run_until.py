@@ -6,6 +6,7 @@ import logging
 from typing import Any, Callable, Mapping
 
 from ..errors import ServerUnavailable, TransportError, WorkerShutdown
+from ..failure_reports import task_failure_note
 from .backend import EventLike
 
 __all__ = ["TERMINAL_STATUSES", "wait_until_terminal"]
@@ -45,5 +46,7 @@ def wait_until_terminal(
         if isinstance(status, str) and status.lower() in TERMINAL_STATUSES:
             return description
         if clock() >= deadline:
-            raise TimeoutError(f"workflow {workflow_id} not terminal after {timeout}s (status={status})")
+            raw = getattr(description, "raw", description)
+            note = task_failure_note(raw) if isinstance(raw, Mapping) else ""
+            raise TimeoutError(f"workflow {workflow_id} not terminal after {timeout}s (status={status}){note}")
         stopped.wait(min(poll_interval, max(0.0, deadline - clock())))

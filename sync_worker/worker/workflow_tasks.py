@@ -19,9 +19,10 @@ from ..errors import PayloadError, ServerError, WorkerShutdown
 from ..interceptors import QueryTaskInterceptorContext, WorkerInterceptor, WorkflowTaskInterceptorContext
 from .inflight import InflightTask
 from .interception import chain
+from .outcomes import OutcomeAbandoned, deliver, lease_deadline
+from .task_failures import note_task_failure
 
 __all__ = [
-    "COMPLETION_RETRY_DELAYS",
     "FENCING_REASONS",
     "WAITING_FOR_HISTORY_FAILURE",
     "run_query_task",
@@ -34,9 +35,6 @@ WAITING_FOR_HISTORY_FAILURE = {
     "message": "Workflow task waiting for scheduled history.",
     "type": "WorkflowTaskWaitingForHistory",
 }
-
-#: Sleeps between the three completion attempts.
-COMPLETION_RETRY_DELAYS = (0.05, 0.2)
 
 #: Refusals that mean the task is no longer ours: nothing more is sent.
 FENCING_REASONS = frozenset({
@@ -65,14 +63,6 @@ def _default_query_executor() -> Callable[..., Any]:
     from ..workflow.task import execute_query_task
 
     return execute_query_task
-
-
-def _retryable_completion_error(error: BaseException) -> bool:
-    if isinstance(error, ServerError):
-        return error.status >= 500 or error.status == 429
-    if isinstance(error, (WorkerShutdown, PayloadError)):
-        return False
-    return isinstance(error, Exception)
 
 
 def load_history(client: Any, task: Mapping[str, Any], worker_id: str, cancel: Any) -> List[Dict[str, Any]]:
@@ -124,14 +114,23 @@ def run_workflow_task(
     attempt = _attempt(task)
     cancel = inflight.cancel
 
-    def fail(failure: Dict[str, Any]) -> bool:
+    deadline = lease_deadline(task)
+    run_id = str(task.get("run_id") or task.get("workflow_id") or task_id)
+    workflow_type = str(task.get("workflow_type") or "?")
+
+    def fail(failure: Dict[str, Any], *, benign: bool = False) -> bool:
+        if not benign:
+            note_task_failure(workflow_type, run_id, task_id, failure)
         if not inflight.claim_report():
             return False
         try:
-            client.fail_workflow_task(task_id, lease_owner=worker_id, workflow_task_attempt=attempt,
-                                      failure=failure, cancel=cancel)
+            deliver(lambda: client.fail_workflow_task(task_id, lease_owner=worker_id, workflow_task_attempt=attempt,
+                                                      failure=failure, cancel=cancel),
+                    what=f"workflow task {task_id} failure report", deadline=deadline, cancel=cancel)
         except WorkerShutdown:
             logger.warning("workflow task %s failure report interrupted by shutdown", task_id)
+            return False
+        except OutcomeAbandoned:
             return False
         except Exception as error:
             logger.warning("failed to report workflow task %s failure: %s", task_id, error)
@@ -150,7 +149,7 @@ def run_workflow_task(
     except WorkerShutdown:
         return "abandoned"
     except Exception as error:
-        logger.exception("workflow task %s could not be executed", task_id)
+        logger.debug("workflow task %s could not be executed", task_id, exc_info=True)
         fail(_error_failure("unhandled workflow task execution error", error))
         return "failed"
 
@@ -159,29 +158,24 @@ def run_workflow_task(
     if failure is not None:
         return "failed" if fail(dict(failure)) else "complete_error"
     if not commands:
-        fail(dict(WAITING_FOR_HISTORY_FAILURE))
+        fail(dict(WAITING_FOR_HISTORY_FAILURE), benign=True)
         return "waiting_for_history"
 
-    last_error: Optional[BaseException] = None
-    for index in range(len(COMPLETION_RETRY_DELAYS) + 1):
-        if not inflight.claim_report():
-            return "abandoned"
-        try:
-            client.complete_workflow_task(task_id, lease_owner=worker_id, workflow_task_attempt=attempt,
-                                          commands=commands, cancel=cancel,
-                                          message_stream_cursors=list(getattr(outcome, "message_stream_cursors", None)
-                                                                      or []),
-                                          message_stream_waits=list(getattr(outcome, "message_stream_waits", None)
-                                                                    or []))
-            return "completed"
-        except WorkerShutdown:
-            return "abandoned"
-        except Exception as error:
-            last_error = error
-            if not _retryable_completion_error(error) or index >= len(COMPLETION_RETRY_DELAYS):
-                break
-            sleep(COMPLETION_RETRY_DELAYS[index])
-    assert last_error is not None
+    if not inflight.claim_report():
+        return "abandoned"
+    try:
+        deliver(lambda: client.complete_workflow_task(
+            task_id, lease_owner=worker_id, workflow_task_attempt=attempt, commands=commands, cancel=cancel,
+            message_stream_cursors=list(getattr(outcome, "message_stream_cursors", None) or []),
+            message_stream_waits=list(getattr(outcome, "message_stream_waits", None) or [])),
+            what=f"workflow task {task_id} completion", deadline=deadline, cancel=cancel)
+        return "completed"
+    except WorkerShutdown:
+        return "abandoned"
+    except OutcomeAbandoned:
+        return "complete_error"
+    except Exception as error:
+        last_error: BaseException = error
     if isinstance(last_error, ServerError) and last_error.reason() in FENCING_REASONS:
         logger.warning("workflow task %s completion refused (%s); nothing more is sent",
                        task_id, last_error.reason())

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
@@ -127,3 +128,125 @@ def test_malformed_workflow_tasks_are_never_run(proxied: Tuple[DevServer, FaultP
     assert len(warnings) == 2 and any("missing task_id" in w for w in warnings)
     assert [r.path for r in proxy.server.requests if r.path.endswith("/fail")] == [
         "/api/worker/workflow-tasks/wft-no-type/fail"]
+
+
+RELEASE = threading.Event()
+STARTED = threading.Event()
+
+
+@activity.defn(name="e2e.hardening.gated")
+def gated(value: str) -> str:
+    STARTED.set()
+    assert RELEASE.wait(30)
+    with _runs_lock:
+        RUNS.append(value)
+    return f"gated {value}"
+
+
+@activity.defn(name="e2e.hardening.money")
+def money() -> Dict[str, Any]:
+    from decimal import Decimal
+
+    return {"total": Decimal("12.50"), "currency": "EUR"}
+
+
+@activity.defn(name="e2e.hardening.boom")
+def boom(text: str) -> None:
+    raise ValueError(text)
+
+
+@workflow.defn(name="e2e.hardening.bad_result")
+class BadResult:
+    def run(self, ctx: Any) -> Any:
+        import datetime
+
+        return datetime.datetime(2026, 1, 1)
+        yield  # pragma: no cover - a generator that returns at once
+
+
+def test_completion_that_hits_an_outage_is_delivered_when_the_server_is_back(
+        proxied: Tuple[DevServer, FaultProxy], caplog: pytest.LogCaptureFixture) -> None:
+    server, proxy = proxied
+    caplog.set_level(logging.WARNING, logger="sync_worker.worker")
+    RELEASE.clear()
+    STARTED.clear()
+    queue = unique_queue("outage")
+    control = Client(server.url)
+    worker = make_worker(Client(proxy.url, timeout=5, connect_timeout=1), task_queue=queue, activities=[gated],
+                         poll_timeout=1.0)
+    before = len(RUNS)
+    with RunningWorker(worker) as running:
+        receipt = control.start_activity("e2e.hardening.gated", "once", task_queue=queue,
+                                         start_to_close_timeout_seconds=60)
+        assert STARTED.wait(10)
+        proxy.go_down()  # the server "restarts" while the activity runs
+        RELEASE.set()
+        time.sleep(4.0)  # the completion keeps failing for 4 s: far beyond the transport's own retries
+        proxy.come_up()
+        assert control.get_activity_result(receipt["activity_id"], timeout=20) == "gated once"
+        assert control.describe_activity(receipt["activity_id"])["attempt_count"] == 1
+        assert running.stop() is None
+    assert RUNS[before:] == ["once"]  # delivered once, never re-run
+    assert any("completion failed" in r.getMessage() and "retrying until its lease ends" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_unencodable_result_is_a_non_retryable_failure_naming_the_path(dev_server: DevServer) -> None:
+    from sync_worker.errors import WorkflowFailed
+
+    queue = unique_queue("decimal")
+    client = Client(dev_server.url)
+    worker = make_worker(client, task_queue=queue, activities=[money], poll_timeout=1.0)
+    with RunningWorker(worker) as running:
+        receipt = client.start_activity("e2e.hardening.money", task_queue=queue,
+                                        retry_policy={"max_attempts": 5, "backoff_seconds": [0.2]})
+        started = time.monotonic()
+        with pytest.raises(WorkflowFailed):
+            client.get_activity_result(receipt["activity_id"], timeout=10)
+        assert time.monotonic() - started < 5  # at once, not after a lease timeout
+        described = client.describe_activity(receipt["activity_id"])
+        assert described["attempt_count"] == 1
+        failure = described["failure"]
+        assert failure["non_retryable"] is True and failure["type"] == "ResultNotEncodable"
+        assert 'result["total"]' in failure["message"] and "Decimal" in failure["message"]
+        assert running.stop() is None
+
+
+def test_per_task_log_lines_in_celery_wording(dev_server: DevServer, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="sync_worker.worker.activities")
+    queue = unique_queue("tasklog")
+    client = Client(dev_server.url)
+    worker = make_worker(client, task_queue=queue, activities=[record, boom], poll_timeout=1.0)
+    with RunningWorker(worker) as running:
+        ok = client.start_activity("e2e.hardening.record", "logged", task_queue=queue)
+        assert client.get_activity_result(ok["activity_id"], timeout=10) == "done logged"
+        bad = client.start_activity("e2e.hardening.boom", "kaput", task_queue=queue)
+        wait_for(lambda: client.describe_activity(bad["activity_id"]).get("status") in ("failed", "completed"),
+                 timeout=10)
+        assert running.stop() is None
+    lines = [r.getMessage() for r in caplog.records if r.name == "sync_worker.worker.activities"]
+    assert any(line.startswith("Task e2e.hardening.record[") and line.endswith("] received") for line in lines)
+    assert any(line.startswith("Task e2e.hardening.record[") and "] succeeded in " in line
+               and line.endswith("s: 'done logged'") for line in lines), lines
+    raised = [line for line in lines if line.startswith("Task e2e.hardening.boom[") and "] raised: " in line]
+    assert raised and raised[0].splitlines()[0].endswith("raised: ValueError('kaput')"), raised
+    assert "Traceback (most recent call last)" in raised[0] and "ValueError: kaput" in raised[0]
+
+
+def test_failing_workflow_tasks_are_logged_and_explained_by_result(dev_server: DevServer,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="sync_worker.worker.workflow")
+    queue = unique_queue("badresult")
+    client = Client(dev_server.url)
+    worker = make_worker(client, task_queue=queue, workflows=[BadResult], poll_timeout=1.0)
+    with RunningWorker(worker) as running:
+        handle = client.start_workflow("e2e.hardening.bad_result", task_queue=queue)
+        wait_for(lambda: client.describe_workflow(handle.workflow_id).raw.get("last_task_failure"), timeout=10)
+        time.sleep(1.0)  # let the server retry the task a few times
+        with pytest.raises(TimeoutError) as caught:
+            handle.result(timeout=1)
+        assert "keep failing" in str(caught.value) and "datetime" in str(caught.value)
+        assert running.stop() is None
+    warnings = [r.getMessage() for r in caplog.records if "e2e.hardening.bad_result" in r.getMessage()]
+    assert len(warnings) == 1, warnings  # once per run and reason, then throttled
+    assert "datetime" in warnings[0] and "the run stays open" in warnings[0]
