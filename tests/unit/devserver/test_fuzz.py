@@ -161,7 +161,8 @@ class Harness:
 
 @pytest.fixture(scope="module")
 def harness() -> Iterator[Harness]:
-    with DevServer(workflow_task_lease_seconds=600, activity_task_lease_seconds=600) as server:
+    # Polls are held at most 1 s (a fuzzed timeout_seconds is clamped to it, not waited out).
+    with DevServer(workflow_task_lease_seconds=600, activity_task_lease_seconds=600, long_poll_max_seconds=1) as server:
         yield Harness(server)
 
 
