@@ -141,7 +141,8 @@ class Client(
 
     ``Client(base_url, *, token=None, control_token=None, worker_token=None, namespace="default",
     timeout=60.0, retry_policy=None, metrics=None, connect_timeout=10.0,
-    failure_report_limit_bytes=None, max_connections=None, transport_retries=3, verify=True)``
+    failure_report_limit_bytes=None, max_connections=None, transport_retries=3, verify=True,
+    max_body_bytes=64 MiB)``
 
     * ``base_url`` is the server origin (no ``/api``).
     * ``token`` authenticates both planes; ``control_token``/``worker_token`` override per plane.
@@ -153,6 +154,9 @@ class Client(
       ``durable_workflow_client_request_duration_seconds``.
     * ``failure_report_limit_bytes`` lowers (never raises) the 1 MiB failure-report request budget.
     * ``max_connections`` sizes the connection pool: pollers plus slots (default 64).
+    * ``max_body_bytes`` bounds a response body; a larger one raises ``ResponseTooLarge``
+      without being read whole. Every HTTP attempt also has an absolute deadline
+      (``connect_timeout`` + its read timeout) that dripped bytes do not extend.
     * ``tls_context`` and ``external_storage*`` are the SDK's; only ``None`` is accepted (pass
       ``verify=`` a CA bundle path; external payload storage is not supported).
     """
@@ -177,6 +181,7 @@ class Client(
         max_connections: Optional[int] = None,
         transport_retries: int = 3,
         verify: Any = True,
+        max_body_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         if tls_context is not None:
             raise ValueError("tls_context is not supported by sync_worker's transport; pass verify= a CA bundle path")
@@ -189,6 +194,7 @@ class Client(
             base_url, token=token, control_token=control_token, worker_token=worker_token, namespace=namespace,
             timeout=timeout, connect_timeout=connect_timeout, failure_report_limit_bytes=failure_report_limit_bytes,
             max_connections=max_connections, transport_retries=transport_retries, verify=verify, metrics=metrics,
+            max_body_bytes=max_body_bytes,
         )
         self.retry_policy = retry_policy
         if retry_policy is not None:

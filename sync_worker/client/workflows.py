@@ -188,7 +188,7 @@ class WorkflowsMixin(ClientBase):
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(
                     f"workflow {workflow_id} has not reached a terminal state (status={execution.status!r}) "
-                    f"after {timeout} s{task_failure_note(execution.raw)}"
+                    f"after {timeout} s{task_failure_note(execution.raw or {})}"
                 )
             wait = poll_interval if deadline is None else max(0.0, min(poll_interval, deadline - time.monotonic()))
             if cancel is not None:
