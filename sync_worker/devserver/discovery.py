@@ -6,6 +6,7 @@ from typing import Any, Dict
 
 from .commands import SUPPORTED_COMMANDS
 from .engine import Engine
+from .schedule_input import OVERLAP_POLICIES
 from .util import iso, now
 
 WORKER_PROTOCOL_VERSION = "1.20"
@@ -29,6 +30,19 @@ def server_capabilities(engine: Engine) -> Dict[str, Any]:
     }
 
 
+def control_plane_features() -> Dict[str, Any]:
+    """The operator surface this server implements (anything absent here is refused)."""
+    return {
+        "namespaces": {"supported": True, "operations": ["list", "describe", "create", "update", "delete"],
+                       "external_payload_storage": False},
+        "schedules": {"supported": True, "spec": ["cron_expressions", "intervals", "timezone"],
+                      "overlap_policies": list(OVERLAP_POLICIES), "jitter": True, "max_runs": True,
+                      "operations": ["list", "describe", "create", "update", "pause", "resume", "trigger",
+                                     "backfill", "delete", "history"], "catch_up": "none"},
+        "workflow_update_request_id": {"supported": True, "repeat": "returns_original"},
+    }
+
+
 def cluster_info(engine: Engine, namespace: str) -> Dict[str, Any]:
     return {
         "version": SERVER_VERSION,
@@ -43,6 +57,7 @@ def cluster_info(engine: Engine, namespace: str) -> Dict[str, Any]:
                 "version": 1,
                 "operations": {"update": {"fields": {"wait_for": {"canonical_values": ["accepted", "completed"]}}}},
             },
+            "features": control_plane_features(),
         },
         "worker_protocol": {
             "version": WORKER_PROTOCOL_VERSION,

@@ -137,7 +137,7 @@ def delete(engine: Engine, name: str) -> Dict[str, Any]:
                                                            (name,)),
         "workflow_worker_registrations": store.delete_where("workers", "namespace = ?", (name,)),
     }
-    for table in ("wf_tasks", "activities", "timers", "kv"):
+    for table in ("wf_tasks", "activities", "timers", "kv", "schedule_events"):
         store.delete_where(table, "namespace = ?", (name,))
     store.delete("namespaces", name)
     refresh(engine)

@@ -10,7 +10,7 @@ import logging
 import threading
 from typing import Callable, Optional, Tuple
 
-from . import activities, tasks
+from . import activities, schedules, tasks
 from .engine import Engine
 from .lifecycle import close_run
 from .store import Row
@@ -106,6 +106,22 @@ class Scheduler:
         for act in due_acts:
             self._each("activities", act["execution_id"], ("ready", "leased", "backoff"), "due_at",
                        lambda row: activities.on_due(engine, row))
+        self._fire_schedules(ts)
+
+    def _fire_schedules(self, ts: float) -> None:
+        """Due schedules, each in its own transaction (a failing one is logged and retried next tick)."""
+        engine = self.engine
+        with engine.lock:
+            keys = schedules.due(engine, ts)
+        fired = False
+        for key in keys:
+            try:
+                with engine.tx():
+                    fired = schedules.on_due(engine, key) is not None or fired
+            except Exception:
+                log.exception("dev server could not fire schedule %s", key.replace("\0", "/"))
+        if fired:
+            engine.notify_everyone()
 
     def _each(self, table: str, key: str, states: Tuple[str, ...], due_key: str,
               action: Callable[[Row], None]) -> None:
