@@ -16,14 +16,16 @@ from __future__ import annotations
 import importlib
 import threading
 from types import ModuleType
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 from sync_worker import activity
 
-__all__ = ["activities_for_queue", "activity_type_for", "framework_of", "register_task", "registered_tasks"]
+__all__ = ["activities_for_queue", "activity_type_for", "framework_of", "register_task", "registered_tasks",
+           "tasks_for_queue"]
 
 _lock = threading.Lock()
-_tasks: Dict[str, Any] = {}
+#: (module_path, queue_name) -> task: ``task.using(queue_name=...)`` copies serve their own queue.
+_tasks: Dict[Tuple[str, str], Any] = {}
 
 
 def activity_type_for(task: Any) -> str:
@@ -38,14 +40,23 @@ def framework_of(task: Any) -> ModuleType:
 
 
 def register_task(task: Any) -> None:
-    """Remember ``task`` (the latest definition of a ``module_path`` wins: ``using()`` copies)."""
+    """Remember ``task`` for its queue (the first definition per module path and queue is kept)."""
     with _lock:
-        _tasks[activity_type_for(task)] = task
+        _tasks.setdefault((activity_type_for(task), str(task.queue_name)), task)
 
 
 def registered_tasks() -> Dict[str, Any]:
+    """``module_path -> task`` (one per path, for reading results)."""
     with _lock:
-        return dict(_tasks)
+        found: Dict[str, Any] = {}
+        for (path, _queue), task in _tasks.items():
+            found.setdefault(path, task)
+        return found
+
+
+def tasks_for_queue(queue: str) -> List[Any]:
+    with _lock:
+        return [task for (_path, task_queue), task in _tasks.items() if task_queue == queue]
 
 
 def _normalized(framework: ModuleType, value: Any) -> Any:
@@ -88,4 +99,4 @@ def _activity_for(task: Any) -> Callable[..., Any]:
 
 def activities_for_queue(queue: str) -> List[Callable[..., Any]]:
     """Activity functions for every registered task whose ``queue_name`` is ``queue``."""
-    return [_activity_for(task) for task in registered_tasks().values() if task.queue_name == queue]
+    return [_activity_for(task) for task in tasks_for_queue(queue)]

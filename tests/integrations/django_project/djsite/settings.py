@@ -67,7 +67,7 @@ SYNC_WORKER = {
 TASKS = {
     "default": {
         "BACKEND": "sync_worker_django.tasks.DurableWorkflowBackend",
-        "QUEUES": ["shop"],
+        "QUEUES": ["shop", "inventory"],
     },
     "retrying": {
         "BACKEND": "sync_worker_django.tasks.DurableWorkflowBackend",

@@ -82,7 +82,7 @@ class SettingsTests(SimpleTestCase):
             get_config(environ={})
         self.assertIn("SERVER_URL", str(raised.exception))
         self.assertIn("DURABLE_WORKFLOW_SERVER_URL", str(raised.exception))
-        with override_settings(SYNC_WORKER={"TASK_QUEUES": ["shop"]}), \
+        with override_settings(SYNC_WORKER={"TASK_QUEUES": ["shop", "inventory"]}), \
                 mock.patch.dict("os.environ", {"DURABLE_WORKFLOW_SERVER_URL": ""}):
             messages = checks.run_checks(tags=["sync_worker"])
         self.assertEqual([(m.id, m.is_serious()) for m in messages], [("sync_worker.W002", False)])

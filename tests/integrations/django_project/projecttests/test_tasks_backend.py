@@ -111,6 +111,14 @@ class TasksBackendTests(DurableWorkflowTestMixin, TransactionTestCase):
             tasks.write_receipt.enqueue(order, "x")
         self.assertIn("primary key", str(raised.exception))
 
+    def test_a_using_copy_on_another_queue_does_not_take_the_task_off_its_queue(self):
+        from sync_worker_django.task_registry import tasks_for_queue
+
+        moved = tasks.write_receipt.using(queue_name="inventory")
+        self.assertEqual(moved.queue_name, "inventory")
+        self.assertIn("shop.tasks.write_receipt", [t.module_path for t in tasks_for_queue("shop")])
+        self.assertIn("shop.tasks.write_receipt", [t.module_path for t in tasks_for_queue("inventory")])
+
     def test_unknown_result_id(self):
         with self.assertRaises(TaskResultDoesNotExist):
             task_backends["default"].get_result("task-does-not-exist")
