@@ -45,7 +45,11 @@ class DurableTestEnvironment:
 
     def __init__(self, server: Optional[DevServer] = None) -> None:
         self._own_server = server is None
-        self.server = server if server is not None else DevServer()
+        if server is None:  # the server requires the tokens the settings name (TOKEN or per plane)
+            configured = raw_settings() or {}
+            server = DevServer(token=configured.get("TOKEN"), worker_token=configured.get("WORKER_TOKEN"),
+                               control_token=configured.get("CONTROL_TOKEN"))
+        self.server = server
         self._settings: Any = None
         self.group: Optional[WorkerGroup] = None
         self._thread: Optional[threading.Thread] = None

@@ -120,6 +120,27 @@ class WorkflowTests(DurableWorkflowTestMixin, TransactionTestCase):
         order = Order.objects.create(customer="pool", sku="pool", quantity=1)
         self.assertEqual(self.run_workflow("shop.fulfil_order", order.pk, task_queue="shop")["left"], 4)
 
+    def test_per_plane_tokens_reach_each_plane(self):
+        from django.conf import settings
+        from django.test import override_settings
+
+        from sync_worker import Unauthorized
+        from sync_worker_django.testing import DurableTestEnvironment
+        from sync_worker_django.workers import build_client
+
+        tokens = {"CONTROL_TOKEN": "control-secret", "WORKER_TOKEN": "worker-secret"}
+        with override_settings(SYNC_WORKER={**settings.SYNC_WORKER, **tokens}):
+            environment = DurableTestEnvironment().start()
+            try:
+                environment.start_workers(["shop"])
+                order = Order.objects.create(customer="tokens")
+                self.assertIn("touched", environment.run_workflow("shop.slow_touch", order.pk, 0.1, task_queue="shop"))
+                with override_settings(SYNC_WORKER={**settings.SYNC_WORKER, "CONTROL_TOKEN": "wrong"}), \
+                        self.assertRaises(Unauthorized):
+                    build_client().start_workflow("shop.slow_touch", order.pk, 0.1, task_queue="shop")
+            finally:
+                environment.stop()
+
     def test_build_workers_is_the_public_factory(self):
         workers = build_workers(task_queues=["inventory"], concurrency=3)
         self.assertEqual([(w.task_queue, w.max_concurrent_activity_tasks) for w in workers], [("inventory", 3)])

@@ -1,7 +1,8 @@
 """``python manage.py durable_devserver``: the embedded development server, with the project's settings.
 
 Binds the host and port of ``SYNC_WORKER['SERVER_URL']`` (flags override), requires
-``SYNC_WORKER['TOKEN']`` when one is set and serves ``SYNC_WORKER['NAMESPACE']``, so
+``SYNC_WORKER['TOKEN']`` (and the per-plane ``WORKER_TOKEN`` / ``CONTROL_TOKEN``) when set and
+serves ``SYNC_WORKER['NAMESPACE']``, so
 ``durable_worker`` and the web process reach it with no further configuration. Runs until
 SIGINT/SIGTERM. For development and tests only; production points at the real server.
 """
@@ -42,7 +43,8 @@ class Command(BaseCommand):
             stop.set()
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-        server = DevServer(port=port, db=options["db"], token=raw.get("TOKEN"), namespaces=(namespace,), host=host)
+        server = DevServer(port=port, db=options["db"], token=raw.get("TOKEN"), namespaces=(namespace,), host=host,
+                           worker_token=raw.get("WORKER_TOKEN"), control_token=raw.get("CONTROL_TOKEN"))
         try:
             server.start()
             self.stdout.write(f"Durable Workflow dev server listening on {server.url} (db={options['db']}, "
