@@ -123,10 +123,10 @@ class WorkflowTests(DurableWorkflowTestMixin, TransactionTestCase):
     def test_per_plane_tokens_reach_each_plane(self):
         from django.conf import settings
         from django.test import override_settings
-
-        from sync_worker import Unauthorized
         from sync_worker_django.testing import DurableTestEnvironment
         from sync_worker_django.workers import build_client
+
+        from sync_worker import Unauthorized
 
         tokens = {"CONTROL_TOKEN": "control-secret", "WORKER_TOKEN": "worker-secret"}
         with override_settings(SYNC_WORKER={**settings.SYNC_WORKER, **tokens}):
