@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any, List, Optional
 
 from . import signals
@@ -61,11 +62,18 @@ class WorkerGroup:
     def start(self) -> None:
         signals.worker_init.send(sender=self)
         signals.worker_process_init.send(sender=None)
+        from sync_worker.worker import WorkerState
+
         for worker in self.workers:
             thread = threading.Thread(target=self._run, args=(worker,), name=f"celery-{worker.task_queue}",
                                       daemon=True)
             thread.start()
             self._threads.append(thread)
+            # One registration at a time: registering reads workflow sources (inspect/ast), and
+            # CPython 3.11 can fail ast work done in two threads at once (gh-106905).
+            deadline = time.monotonic() + 30
+            while worker.state == WorkerState.STARTING and thread.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.01)
 
     def _run(self, worker: Worker) -> None:
         try:
