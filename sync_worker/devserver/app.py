@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from .admission import admit
 from .discovery import WORKER_PROTOCOL_VERSION
 from .engine import Config, Engine
+from .payload_checks import plain_json_arguments
 from .queries import QueryBroker
 from .routes import Request, Routes
 from .timers import Scheduler
@@ -254,6 +255,8 @@ class _Handler(BaseHTTPRequestHandler):
                 extra_headers["X-Durable-Workflow-Protocol-Version"] = WORKER_PROTOCOL_VERSION
             handler, params, known = routes.match(method, path)
             body = self._read_body(engine)
+            if plane == "control":
+                body = plain_json_arguments(body)
             if handler is None:
                 if known:
                     raise ApiError(405, "method_not_allowed", f"{method} is not allowed on {path}")

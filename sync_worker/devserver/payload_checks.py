@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 from ..errors import PayloadError
 from ..payloads import decode_envelope
@@ -22,3 +22,30 @@ def check_payload(value: Any, where: str, *, codec: Optional[str] = "avro", allo
         raise ApiError(422, exc.reason, f"{where}: {exc}", field=where) from None
     except Exception as exc:  # a codec bug must still be a refusal, not a 500
         raise ApiError(422, "invalid_payload_framing", f"{where}: {exc}", field=where) from None
+
+
+def plain_json_arguments(body: Any) -> Any:
+    """A control-plane body with plain-JSON argument lists stored as their Avro envelope.
+
+    The Durable Workflow CLI sends ``input`` (and a schedule's ``action.input``) as a JSON
+    array; the server accepts that and keeps the list as one Avro value, as the SDKs send it.
+    Envelopes and every other shape pass unchanged (and are validated where they are used).
+    """
+    if not isinstance(body, dict):
+        return body
+    out = dict(body)
+    if isinstance(out.get("input"), list):
+        out["input"] = _envelope(out["input"], "input")
+    action = out.get("action")
+    if isinstance(action, dict) and isinstance(action.get("input"), list):
+        out["action"] = {**action, "input": _envelope(action["input"], "action.input")}
+    return out
+
+
+def _envelope(arguments: List[Any], where: str) -> Any:
+    from ..payloads import envelope
+
+    try:
+        return envelope(arguments)
+    except PayloadError as exc:
+        raise ApiError(422, exc.reason, f"{where}: {exc}", field=where) from None
