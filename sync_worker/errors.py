@@ -288,6 +288,15 @@ class NamespaceNotFound(NotFound):
     """HTTP 404 ``namespace_not_found``."""
 
 
+class ScheduleNotFound(NotFound):
+    """HTTP 404 ``schedule_not_found`` (the published SDK's name for it)."""
+
+    @property
+    def schedule_id(self) -> Optional[str]:
+        value = self.body.get("schedule_id") if isinstance(self.body, dict) else None
+        return value if isinstance(value, str) else None
+
+
 class WorkflowAlreadyStarted(ServerError):
     """HTTP 409 ``duplicate_not_allowed`` / ``instance_already_started``."""
 

@@ -34,6 +34,8 @@ def raise_for_status(status: int, body: object, *, route: str, operation: str = 
     elif status == 404:
         if reason == "namespace_not_found":
             cls = errors.NamespaceNotFound
+        elif reason == "schedule_not_found" or (operation.startswith("schedule.") and reason is None):
+            cls = errors.ScheduleNotFound
         elif reason == "unknown_signal":
             cls = errors.SignalFailed
         elif reason in ("query_not_found", "rejected_unknown_query"):

@@ -181,3 +181,34 @@ def test_worker_and_task_queue_commands(served: Tuple[DevServer, str]) -> None:
         assert queue in [q["name"] for q in json.loads(out)["task_queues"]]
     else:  # not served by this dev server yet: refused with the contract's reason, exit 5
         assert code == 5 and json.loads(out)["error"]["reason"] == "route_not_found", err
+
+
+def test_schedule_commands(served: Tuple[DevServer, str]) -> None:
+    server, queue = served
+    sid = f"cli-sched-{uuid.uuid4().hex[:6]}"
+    created = ok_json(server, "schedule", "create", "--schedule-id", sid, "--workflow-type", "cli.greeter",
+                      "--cron", "0 6 * * *", "--task-queue", queue, "--input", '["scheduled"]',
+                      "--overlap-policy", "allow_all", "--paused", "--note", "from the CLI")
+    assert created["schedule_id"] == sid
+    described = ok_json(server, "schedule", "describe", sid)
+    assert (described["status"], described["spec"]["cron_expressions"]) == ("paused", ["0 6 * * *"])
+    assert sid in [s["schedule_id"] for s in ok_json(server, "schedule", "list")["schedules"]]
+    code, table, _ = cli(server, "schedule", "list")
+    assert code == 0 and table.splitlines()[0].startswith("SCHEDULE_ID")
+    ok_json(server, "schedule", "update", sid, "--note", "updated", "--jitter", "0")
+    ok_json(server, "schedule", "resume", sid, "--note", "go")
+    ok_json(server, "schedule", "pause", sid, "--note", "stop")
+    ok_json(server, "schedule", "resume", sid)
+    fired = ok_json(server, "schedule", "trigger", sid)
+    assert fired["outcome"] == "triggered" and fired["workflow_id"]
+    ok_json(server, "workflow", "signal", fired["workflow_id"], "finish", "--input", '["sched"]')
+    code, out, _ = cli(server, "workflow", "result", fired["workflow_id"], "--timeout", "30")
+    assert (code, json.loads(out)) == (0, "hello sched (for scheduled)")
+    backfilled = ok_json(server, "schedule", "backfill", sid, "--start-time", "2026-01-01T05:00:00Z",
+                         "--end-time", "2026-01-01T07:00:00Z")
+    assert backfilled["fires_attempted"] == 1
+    events = ok_json(server, "schedule", "history", sid, "--limit", "100")["events"]
+    assert events[0]["event_type"] == "ScheduleCreated" and "ScheduleTriggered" in [e["event_type"] for e in events]
+    ok_json(server, "schedule", "delete", sid)
+    code, out, _ = cli(server, "schedule", "describe", sid, "--json")
+    assert code == 5 and json.loads(out)["error"]["reason"] == "schedule_not_found"

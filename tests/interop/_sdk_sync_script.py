@@ -172,8 +172,8 @@ def run(server_url: str, queue: str, prefix: str) -> Record:
         _step(record, "list_schedules", lambda: client.list_schedules(page_size=100),
               lambda v: [s.schedule_id for s in v.schedules if s.schedule_id == sid])
         _step(record, "update_schedule", lambda: client.update_schedule(sid, note="rescheduled", jitter_seconds=0))
-        _step(record, "pause_schedule", lambda: client.pause_schedule(sid, note="pause"))
         _step(record, "resume_schedule", lambda: client.resume_schedule(sid, note="resume"))
+        _step(record, "pause_schedule", lambda: client.pause_schedule(sid, note="pause"))
         _step(record, "trigger_schedule", lambda: client.trigger_schedule(sid), lambda v: (v.schedule_id, v.outcome))
         _step(record, "backfill_schedule", lambda: client.backfill_schedule(
             sid, start_time="2026-01-01T00:00:00Z", end_time="2026-01-01T00:00:01Z"),
@@ -182,8 +182,8 @@ def run(server_url: str, queue: str, prefix: str) -> Record:
             schedule = client.get_schedule_handle(sid)
         _step(record, "schedule.describe", lambda: schedule.describe().note)
         _step(record, "schedule.update", lambda: schedule.update(overlap_policy="skip"))
-        _step(record, "schedule.pause", lambda: schedule.pause(note="again"))
         _step(record, "schedule.resume", lambda: schedule.resume())
+        _step(record, "schedule.pause", lambda: schedule.pause(note="again"))
         _step(record, "schedule.trigger", lambda: schedule.trigger(overlap_policy="allow_all"), lambda v: v.outcome)
         _step(record, "schedule.backfill", lambda: schedule.backfill(
             start_time="2026-01-01T00:00:00Z", end_time="2026-01-01T00:00:01Z"), lambda v: v.outcome)

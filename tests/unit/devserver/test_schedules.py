@@ -212,7 +212,9 @@ def test_bad_bodies_are_422_naming_the_field(raw: Raw, patch: Dict[str, Any], fi
 
 
 def test_other_refusals_are_4xx_with_a_reason(raw: Raw) -> None:
-    json_input = raw.call("POST", "/schedules", {**_body("j"), "action": {"workflow_type": "t", "input": [1]}})
+    # a plain JSON list is the Durable Workflow CLI's input (stored as Avro); a JSON-tagged payload is refused
+    json_input = raw.call("POST", "/schedules", {**_body("j"), "action": {
+        "workflow_type": "t", "input": {"codec": "json", "blob": "WzFd"}}})
     assert json_input.status_code == 422 and json_input.json()["reason"] in (
         "invalid_payload_framing", "unsupported_payload_codec", "validation_failed")
     raw.ok("POST", "/schedules", _body("ok"))
