@@ -231,13 +231,13 @@ class BullQueue:
     def key(self, part: str) -> str:
         return self.base + part
 
-    def _run(self, source: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    def _run(self, source: str, keys: Sequence[str], args: Sequence[Any], pipe: Any = None) -> Any:
         cache_key = (id(self.redis), source)
         script = self._scripts.get(cache_key)
         if script is None:
             script = self.redis.register_script(source)
             self._scripts[cache_key] = script
-        return script(keys=list(keys), args=list(args))
+        return script(keys=list(keys), args=list(args), client=pipe)
 
     # -- consuming ------------------------------------------------------------------------------
 
@@ -262,12 +262,16 @@ class BullQueue:
         return bool(self._run(_EXTEND, [self.key(f"{job_id}:lock"), self.key("stalled")],
                               [token, lock_ms, job_id]))
 
-    def finish(self, job_id: str, token: str, *, completed: bool, value: str, now_ms: int) -> int:
-        """Complete (or fail) a job we hold: 0 done, -1 job gone, -2 lock gone, -6 not our lock, -3 not active."""
+    def finish(self, job_id: str, token: str, *, completed: bool, value: str, now_ms: int, pipe: Any = None) -> Any:
+        """Complete (or fail) a job we hold: 0 done, -1 job gone, -2 lock gone, -6 not our lock, -3 not active.
+
+        With ``pipe`` (a pipeline) the call is queued there and its reply comes from ``execute()``.
+        """
         k = self.key
         target = k("completed") if completed else k("failed")
-        return int(self._run(_FINISH, [k("active"), k("stalled"), k("events"), k("meta"), target, k(job_id)],
-                             [job_id, token, now_ms, "completed" if completed else "failed", value, self.base]))
+        reply = self._run(_FINISH, [k("active"), k("stalled"), k("events"), k("meta"), target, k(job_id)],
+                          [job_id, token, now_ms, "completed" if completed else "failed", value, self.base], pipe)
+        return reply if pipe is not None else int(reply)
 
     def release(self, job_id: str, token: str) -> bool:
         """Put a job we hold back at the head of wait (a cold stop); False when it was not ours."""
@@ -285,12 +289,13 @@ class BullQueue:
 
     # -- producing -------------------------------------------------------------------------------
 
-    def add(self, name: str, data: str, opts: Dict[str, Any], now_ms: int) -> str:
-        """Add a standard job (``data`` is already JSON); returns its id."""
+    def add(self, name: str, data: str, opts: Dict[str, Any], now_ms: int, pipe: Any = None) -> Any:
+        """Add a standard job (``data`` is already JSON); returns its id (queued on ``pipe`` if given)."""
         k = self.key
         full_opts = {"attempts": 0, **opts}
-        return str(self._run(_ADD, [k("wait"), k("paused"), k("meta"), k("id"), k("events"), k("marker")],
-                             [self.base, name, now_ms, data, json.dumps(full_opts, separators=(",", ":"))]))
+        reply = self._run(_ADD, [k("wait"), k("paused"), k("meta"), k("id"), k("events"), k("marker")],
+                          [self.base, name, now_ms, data, json.dumps(full_opts, separators=(",", ":"))], pipe)
+        return reply if pipe is not None else str(reply)
 
 
 def wait_for_marker(redis: Any, queues: Sequence[BullQueue], timeout: float) -> Optional[str]:

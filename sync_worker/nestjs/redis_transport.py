@@ -142,11 +142,12 @@ class RedisTransport:
 
     def claim(self) -> Optional[Delivery]:
         worker = self._require_worker()
+        # Start at the queue that last had work (or whose marker woke us); rotate on a miss.
         for _ in range(len(self._queues)):
             queue = self._queues[self._next % len(self._queues)]
-            self._next += 1
             job = queue.fetch(new_token(), int(self.lease_seconds * 1000), worker.instance_id, _now_ms())
             if job is None:
+                self._next += 1
                 continue
             delivery = self._delivery(job)
             if delivery is not None:
@@ -156,13 +157,19 @@ class RedisTransport:
     def wait_for_work(self, timeout: float) -> None:
         # The fetcher calls this while it holds a free slot, so a popped marker is acted on at once;
         # fetch re-arms the marker when more jobs wait, waking a sibling blocked on the same queue.
-        wait_for_marker(self._blocking, self._queues, timeout)
+        woke = wait_for_marker(self._blocking, self._queues, timeout)
+        if woke is not None:
+            self._next = [q.name for q in self._queues].index(woke)
 
     def settle(self, delivery: Delivery, result: Dict[str, Any], payload: str) -> None:
         job: BullJob = delivery.handle
         assert self._results is not None
-        self._results.add("result", payload, _RESULT_OPTS, _now_ms())
-        outcome = job.queue.finish(job.id, job.token, completed=True, value="null", now_ms=_now_ms())
+        # One round trip: the result job, then the task job's completion (the engine ignores a
+        # duplicate result, so the result goes out even when the lock was lost meanwhile).
+        pipe = self._redis.pipeline(transaction=False)
+        self._results.add("result", payload, _RESULT_OPTS, _now_ms(), pipe=pipe)
+        job.queue.finish(job.id, job.token, completed=True, value="null", now_ms=_now_ms(), pipe=pipe)
+        outcome = int(pipe.execute()[-1])
         if outcome != 0:
             logger.warning("step %s: its job %s was no longer ours when it finished (%d); the result was "
                            "sent and the engine ignores a duplicate", delivery.step_id, job.id, outcome)

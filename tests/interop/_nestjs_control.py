@@ -3,7 +3,7 @@
 Run by the interpreter of its own virtualenv (``SYNC_WORKER_NESTJS_CONTROL_PYTHON``, made by
 ``scripts/prepare.d/40-nestjs.sh``), never imported by the test process:
 
-    python _nestjs_control.py redis://HOST:PORT/DB PREFIX [LOCK_SECONDS]
+    python _nestjs_control.py redis://HOST:PORT/DB PREFIX [LOCK_SECONDS [CONCURRENCY]]
     python _nestjs_control.py postgresql://... PREFIX [LEASE_SECONDS]   (tables made by the harness)
 
 LOCK_SECONDS shortens the BullMQ lock and stalled-check interval of the published worker (its
@@ -30,7 +30,7 @@ def build() -> Worker:
     return worker
 
 
-async def serve_redis(url: str, prefix: str, lock_seconds: float) -> None:
+async def serve_redis(url: str, prefix: str, lock_seconds: float, concurrency: int) -> None:
     import bullmq
     from durable_worker import redis_runner
 
@@ -44,7 +44,8 @@ async def serve_redis(url: str, prefix: str, lock_seconds: float) -> None:
             super().__init__(name, processor, opts)
 
     bullmq.Worker = TunedWorker
-    handle = await redis_runner.run_redis_worker(build(), connection=url, prefix=prefix, concurrency=4)
+    handle = await redis_runner.run_redis_worker(build(), connection=url, prefix=prefix,
+                                                concurrency=concurrency)
     print("control ready", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -59,7 +60,8 @@ async def serve_db(dsn: str, prefix: str, lease_seconds: float) -> None:
     worker = build()
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    groups = ["payments.charge-card", "payments.declined", "payments.flaky", "payments.slow", "bench.echo"]
+    groups = ["payments.charge-card", "payments.declined", "payments.flaky", "payments.slow", "bench.echo",
+              "bench.sleep"]
     print("control ready", flush=True)
     await asyncio.gather(*(run_db_worker(worker, group=g, dsn=dsn, dialect="postgres", prefix=prefix,
                                          poll_ms=100, lease_ms=int(lease_seconds * 1000), stop=stop,
@@ -70,8 +72,9 @@ async def serve_db(dsn: str, prefix: str, lease_seconds: float) -> None:
 def main() -> None:
     url, prefix = sys.argv[1], sys.argv[2]
     lease = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
+    concurrency = int(sys.argv[4]) if len(sys.argv) > 4 else 4
     if url.startswith("redis"):
-        asyncio.run(serve_redis(url, prefix, lease))
+        asyncio.run(serve_redis(url, prefix, lease, concurrency))
     else:
         asyncio.run(serve_db(url, prefix, lease))
 

@@ -176,7 +176,8 @@ class StepWorkerProcess:
         if self.kind == "control":
             python = control_python()
             assert python is not None
-            return [python, str(CONTROL_SCRIPT), self.transport_url, self.prefix, str(self.lease)]
+            concurrency = self.concurrency if self.concurrency.isdigit() else "4"
+            return [python, str(CONTROL_SCRIPT), self.transport_url, self.prefix, str(self.lease), concurrency]
         cmd = [sys.executable, "-m", "sync_worker", "nestjs", "tests.interop._nestjs_app:worker",
                "--transport", self.transport_url, "--prefix", self.prefix, "-P", self.kind,
                "-c", self.concurrency, "--lock-duration", str(self.lease), "--shutdown-timeout", "10", *self.extra]

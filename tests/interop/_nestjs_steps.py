@@ -49,3 +49,8 @@ def install(register: Callable[[str], Callable[[Any], Any]], fatal: Any) -> None
     @register("bench.echo")
     def echo(data: Dict[str, Any]) -> Dict[str, Any]:
         return {"i": data.get("i")}
+
+    @register("bench.sleep")
+    def nap(data: Dict[str, Any]) -> Dict[str, Any]:
+        time.sleep(float(data.get("ms", 10)) / 1000.0)  # an I/O wait (a gateway call)
+        return {"i": data.get("i")}

@@ -65,7 +65,9 @@ def test_engine_sees_the_worker_heartbeat_and_descriptor(fleet: Fleet, kind: str
     ours = [w for w in seen["live"] if w["instanceId"].endswith(f"-{worker.proc.pid}")]
     assert len(ours) == 1, seen
     assert ours[0]["status"]["runtime"] == "python"
-    assert ours[0]["status"]["concurrency"] == {"mode": "fixed", "limit": 4}
+    assert ours[0]["status"]["concurrency"] == {"mode": "fixed", "limit": 4, "min": 4, "max": 4}
+    assert "gate" not in ours[0]["status"]["memory"]  # a fixed N is never gated (the SDK omits it too)
+    assert ours[0]["status"]["memory"]["source"] != "unavailable"
     index = [d["instanceId"] for d in seen["descriptors"]].index(ours[0]["instanceId"])
     descriptor = seen["descriptors"][index]
     assert descriptor["steps"] == sorted(descriptor["steps"]) and "payments.charge-card" in descriptor["steps"]
