@@ -6,6 +6,9 @@ this machine are used; the gate's "first task runs alone" rule makes it defer on
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from typing import Any, Dict, Iterator
@@ -142,3 +145,13 @@ def test_fixed_worker_is_not_gated_but_publishes_memory_figures(client: Client) 
         assert status is not None and status.mode == "fixed" and status.gate == "off" and status.limit == 3
         assert status.deferrals == 0 and status.usage_bytes
         assert running.stop() is None
+
+
+def test_adaptive_concurrency_example_runs() -> None:
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = subprocess.run([sys.executable, os.path.join(repo, "examples", "adaptive_concurrency.py")],
+                            cwd=repo, capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, PYTHONPATH=repo))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "done 12/12" in result.stdout and "learned costs: {'reports.build':" in result.stdout
+    assert result.stdout.rstrip().endswith("stopped")

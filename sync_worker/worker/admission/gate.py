@@ -270,7 +270,10 @@ class AdmissionGate:
 
     def _end(self, reservation: Reservation, ok: bool, *, started_only: bool) -> None:
         learn = reservation.solo and reservation.name and self.config.step_cost_tracking
-        usage = self._read().usage_bytes if learn else None
+        with self._lock:  # the reading that ends a solo run is also the idle baseline, if it leaves none
+            alone = len(self._records) == 1 and id(reservation) in self._records
+        wanted = learn or (alone and self.config.adaptive)
+        usage = self._read().usage_bytes if wanted else None
         peak = self.probe.peak() if learn and reservation.peak_at_start is not None else None
         with self._lock:
             if reservation._ended:
@@ -288,12 +291,8 @@ class AdmissionGate:
                         observed = max(observed, peak - reservation.peak_at_start)
                     assert reservation.name is not None
                     self._costs.observe(reservation.name, observed)
-            idle = not self._records
-        if idle:
-            idle_usage = self._read().usage_bytes if self.config.adaptive else None
-            with self._lock:
-                if not self._records and idle_usage is not None:
-                    self._idle_usage = idle_usage
+            if not self._records and usage is not None:
+                self._idle_usage = usage
 
     # -- control loop --------------------------------------------------------------------------
 

@@ -73,17 +73,21 @@ def _read_int(path: str) -> Optional[int]:
         return None
 
 
-def _read_stat(path: str) -> Dict[str, int]:
-    table: Dict[str, int] = {}
-    text = _read_text(path)
-    for line in (text or "").splitlines():
-        parts = line.split()
-        if len(parts) >= 2:
-            try:
-                table[parts[0]] = int(parts[1])
-            except ValueError:
-                continue
-    return table
+def _stat_field(text: str, fields: Tuple[str, ...]) -> Optional[int]:
+    """The first of ``fields`` present in a ``key value`` file's text (searched, not parsed whole:
+    this runs on every admission)."""
+    padded = "\n" + text
+    for name in fields:
+        at = padded.find(f"\n{name} ")
+        if at < 0:
+            continue
+        start = at + len(name) + 2
+        end = padded.find("\n", start)
+        try:
+            return int(padded[start:] if end < 0 else padded[start:end])
+        except ValueError:
+            return None
+    return None
 
 
 def _proc_cgroup_lines(proc_cgroup: str) -> Dict[str, str]:
@@ -208,13 +212,9 @@ class MemoryProbe:
         if usage is None or usage <= 0:
             return None
         if self.subtract_page_cache:
-            stat = _read_stat(stat_path)
-            for field in fields:
-                if field in stat:
-                    inactive = stat[field]
-                    if 0 <= inactive < usage:
-                        return MemoryReading(usage - inactive, f"{label}_working_set")
-                    break
+            inactive = _stat_field(_read_text(stat_path) or "", fields)
+            if inactive is not None and 0 <= inactive < usage:
+                return MemoryReading(usage - inactive, f"{label}_working_set")
         return MemoryReading(usage, f"{label}_current" if label == "cgroup_v2" else f"{label}_usage")
 
     def _vmrss(self) -> Optional[int]:
