@@ -2,7 +2,7 @@
 
 Run from the repository root, as root on Linux (part (a) creates memory cgroups)::
 
-    python3 bench/memory_gate.py                     # both parts, both pools (about 2 minutes)
+    python3 bench/memory_gate.py                     # both parts, both pools (about 4 minutes)
     python3 bench/memory_gate.py --part oom --pools threads
     python3 bench/memory_gate.py --part cpu --tasks 2000
 
@@ -161,7 +161,7 @@ def main() -> int:
     parser.add_argument("--activities", type=int, default=16)
     parser.add_argument("--megabytes", type=int, default=200)
     parser.add_argument("--tasks", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     options = parser.parse_args()
     with DevServer(port=0, db=":memory:") as server:
         if options.part in ("oom", "all"):

@@ -111,7 +111,11 @@ def admit(pool: SlotPool, cancel: CancelToken, timeout: Optional[float] = None) 
         if pool._try_take(step):
             reservation: Optional[Reservation] = None
             if pool.gate is not None:
-                reservation = pool.gate.reserve(wait=cancel.wait)
+                handle = cancel.add_callback(pool.gate.wake)
+                try:
+                    reservation = pool.gate.reserve(stop=lambda: cancel.cancelled)
+                finally:
+                    cancel.remove_callback(handle)
                 if reservation is None:  # cancelled while the gate deferred
                     pool._give_back()
                     return None

@@ -192,7 +192,8 @@ class Worker:
 
     def _activity_gate(self) -> AdmissionGate:
         return AdmissionGate(self.activity_concurrency, clock=self.backend.monotonic,
-                             lock_factory=self.backend.native_lock, metrics=self.metrics,
+                             lock_factory=self.backend.native_lock, event_factory=self.backend.event,
+                             metrics=self.metrics,
                              tags={"task_kind": "activity", "task_queue": self.task_queue})
 
     def _set_activity_concurrency(self, concurrency: ConcurrencyOption) -> None:

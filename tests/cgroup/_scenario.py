@@ -39,7 +39,7 @@ class Outcome:
     limit_bytes: int
     events: Dict[str, int]
     status: Dict[str, Any] = field(default_factory=dict)
-    log: str = ""
+    log: str = field(default="", repr=False)
 
     @property
     def deferrals(self) -> int:
@@ -104,7 +104,7 @@ def _run(client: Client, queue: str, server_url: str, concurrency_args: Sequence
         return Outcome(returncode=process.returncode, oom_killed=process.returncode == -signal.SIGKILL
                        and events["oom_kill"] > 0, completed=len(done), wall_seconds=wall,
                        peak_bytes=cgroup.peak_bytes(), limit_bytes=cgroup.limit_bytes, events=events,
-                       status=status, log=log.read()[-4000:])
+                       status=status, log=log.read())
     finally:
         if process is not None and process.poll() is None:
             process.kill()

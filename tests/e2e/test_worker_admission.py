@@ -155,3 +155,32 @@ def test_adaptive_concurrency_example_runs() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "done 12/12" in result.stdout and "learned costs: {'reports.build':" in result.stdout
     assert result.stdout.rstrip().endswith("stopped")
+
+
+def test_gate_figures_are_exported_to_prometheus(client: Client) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from sync_worker.worker.prometheus import PrometheusMetrics
+
+    registry = CollectorRegistry()
+    queue = unique_queue("adm")
+    worker = make_worker(client, task_queue=queue, activities=[block, who], poll_timeout=2.0,
+                         metrics=PrometheusMetrics(registry),
+                         max_concurrent_activity_tasks={"start": 3, "max": 3, "tickMs": 100})
+    labels = {"task_kind": "activity", "task_queue": queue}
+    RELEASE.clear()
+    with RunningWorker(worker) as running:
+        first = client.start_activity("adm.block", task_queue=queue)["activity_id"]
+        wait_for(lambda: registry.get_sample_value("durable_workflow_worker_admission_deferrals_total", labels),
+                 timeout=10)  # the first task runs alone: the poller waited for memory
+        wait_for(lambda: registry.get_sample_value("durable_workflow_worker_concurrency_in_flight", labels) == 1,
+                 timeout=10)
+        # 3, or lower already: a blocked task with no completions is a stall tick (backpressure)
+        assert registry.get_sample_value("durable_workflow_worker_concurrency_limit", labels) in (1.0, 2.0, 3.0)
+        assert (registry.get_sample_value("durable_workflow_worker_memory_usage_bytes", labels) or 0) > 0
+        assert (registry.get_sample_value("durable_workflow_worker_memory_limit_bytes", labels) or 0) > 0
+        assert registry.get_sample_value("durable_workflow_worker_admission_waiting", labels) == 1
+        assert registry.get_sample_value("durable_workflow_worker_admission_deferring", labels) in (0.0, 1.0)
+        RELEASE.set()
+        assert client.get_activity_result(first, timeout=10) == worker.worker_id
+        assert running.stop() is None

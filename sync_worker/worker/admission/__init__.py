@@ -6,7 +6,7 @@ Small API (nothing here knows the Durable Workflow ``Worker``)::
 
     gate = AdmissionGate(resolve_concurrency("adaptive"))     # or N, or {"max": 16, ...}
     loop = start_control_loop(gate, backend)                  # ticks every tick_ms
-    reservation = gate.reserve("report.build", wait=stop_event.wait)   # defers, never rejects
+    reservation = gate.reserve("report.build", stop=stop_event.is_set)  # defers, never rejects
     reservation.start("report.build")                         # the task runs now
     try:
         ...

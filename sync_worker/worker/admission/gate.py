@@ -22,7 +22,9 @@ Admission rules, in order (adaptive mode):
 A fixed-N gate never refuses (N is the caller's promise) but measures the same figures.
 The gate defers and never rejects: a wait ends with a reservation — admitted, or forced
 after ``admission_max_wait_ms`` (0 = never) or once draining — or with None when the
-caller's ``wait`` says to stop. Each change of the gate state is logged once.
+caller's ``stop()`` turns true. A waiter re-checks every ``admission_poll_ms`` and at once
+when a reservation ends (or on :meth:`AdmissionGate.wake`). Each change of the gate state is
+logged once.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .. import metrics as names
 from .config import ConcurrencyConfig
@@ -101,6 +103,7 @@ class AdmissionGate:
         wall_clock: Callable[[], float] = time.time,
         cpu_seconds: Optional[Callable[[], float]] = None,
         lock_factory: Callable[[], Any] = threading.Lock,
+        event_factory: Callable[[], Any] = threading.Event,
         metrics: Any = None,
         tags: Optional[Mapping[str, str]] = None,
         name: str = "activity",
@@ -113,6 +116,8 @@ class AdmissionGate:
         self._wall = wall_clock
         self._cpu_seconds = cpu_seconds or _process_cpu_seconds
         self._lock = lock_factory()
+        self._event_factory = event_factory
+        self._waiters: List[Any] = []
         self._metrics = metrics
         self._tags = dict(tags or {})
         self._records: Dict[int, Reservation] = {}
@@ -128,6 +133,9 @@ class AdmissionGate:
         self._probe_pending = True
         self._draining = False
         self._last_adjust: Optional[LimitAdjustment] = None
+        # Log records decided under the lock, emitted after it is released: a log handler may
+        # block (or yield, under gevent) and the lock may be an OS lock shared with greenlets.
+        self._pending_logs: List[Tuple[int, str]] = []
         self._cpu_pct: Optional[float] = None
         self._cpu_mark: Optional[Tuple[float, float]] = None
 
@@ -161,7 +169,9 @@ class AdmissionGate:
         reading = self._read() if self.config.gated else None
         with self._lock:
             verdict = self._verdict(name, reading)
-            return (self._admit(name, forced=False) if verdict == "admit" else None), verdict
+            reservation = self._admit(name, forced=False) if verdict == "admit" else None
+        self._flush_logs()
+        return reservation, verdict
 
     def _verdict(self, name: Optional[str], reading: Optional[MemoryReading]) -> str:
         """``admit``, ``limit`` (at the live limit) or ``memory`` (the gate defers). Lock held."""
@@ -202,10 +212,12 @@ class AdmissionGate:
             self._forced += 1
         return reservation
 
-    def reserve(self, name: Optional[str] = None, *, wait: Callable[[float], bool]) -> Optional[Reservation]:
-        """Block until admitted. ``wait(seconds)`` sleeps and returns True when the caller stops waiting
-        (then None is returned). After ``admission_max_wait_ms`` (when non-zero), or once draining,
-        the reservation is granted anyway (``forced``): a memory shortage never fails a task."""
+    def reserve(self, name: Optional[str] = None, *,
+                stop: Optional[Callable[[], bool]] = None) -> Optional[Reservation]:
+        """Block until admitted; None only when ``stop()`` turns true (call :meth:`wake` to make a
+        waiter look at it at once). A waiter re-checks every ``admission_poll_ms`` and at once when a
+        reservation ends. After ``admission_max_wait_ms`` (when non-zero), or once draining, the
+        reservation is granted anyway (``forced``): a memory shortage never fails a task."""
         reservation, verdict = self._try(name)
         if reservation is not None:
             return reservation
@@ -213,8 +225,10 @@ class AdmissionGate:
         poll = config.admission_poll_ms / 1000.0
         deadline = self._clock() + config.admission_max_wait_ms / 1000.0 if config.admission_max_wait_ms else None
         memory_episode = False
+        waiter = self._event_factory()
         with self._lock:
             self._waiting += 1
+            self._waiters.append(waiter)
         try:
             while True:
                 if verdict == "memory" and not memory_episode:
@@ -223,24 +237,36 @@ class AdmissionGate:
                         self._deferrals += 1
                         self._last_deferred_at = int(self._wall() * 1000)
                     self._count(names.ADMISSION_DEFERRALS)
-                if self._draining or (deadline is not None and self._clock() >= deadline):
-                    with self._lock:
-                        if self._draining or config.gated:
-                            logger.warning("%s admission: waited past the budget; starting anyway", self.name)
-                        return self._admit(name, forced=True)
-                if wait(poll):
+                if stop is not None and stop():
                     return None
-                reservation, verdict = self._try(name)
+                if self._draining or (deadline is not None and self._clock() >= deadline):
+                    if not self._draining:
+                        logger.warning("%s admission: waited %d ms for memory; starting anyway",
+                                       self.name, config.admission_max_wait_ms)
+                    with self._lock:
+                        return self._admit(name, forced=True)
+                reservation, verdict = self._try(name)  # (again: a reservation may have ended meanwhile)
                 if reservation is not None:
                     return reservation
+                waiter.wait(poll)
+                waiter.clear()
         finally:
             with self._lock:
                 self._waiting -= 1
+                self._waiters.remove(waiter)
+
+    def wake(self) -> None:
+        """Make every waiter re-check now (a reservation ended, draining began, a caller stops)."""
+        with self._lock:
+            waiters = list(self._waiters)
+        for waiter in waiters:
+            waiter.set()
 
     def begin_drain(self) -> None:
         """Shutting down: nobody waits at the gate any more (waiters get forced reservations)."""
         with self._lock:
             self._draining = True
+        self.wake()
 
     def available(self) -> int:
         """Slots a caller may take now, for the heartbeat's ``activity_available`` (adaptive only)."""
@@ -293,6 +319,7 @@ class AdmissionGate:
                     self._costs.observe(reservation.name, observed)
             if not self._records and usage is not None:
                 self._idle_usage = usage
+        self.wake()
 
     # -- control loop --------------------------------------------------------------------------
 
@@ -326,9 +353,10 @@ class AdmissionGate:
                 if decision.reason is not None and decision.limit != self.limit:
                     self._last_adjust = LimitAdjustment(int(self._wall() * 1000), self.limit, decision.limit,
                                                         decision.reason)
-                    logger.info("%s concurrency limit %d -> %d (%s)", self.name, self.limit, decision.limit,
-                                decision.reason)
+                    self._pending_logs.append((logging.INFO, f"{self.name} concurrency limit {self.limit} -> "
+                                                                      f"{decision.limit} ({decision.reason})"))
                     self.limit = decision.limit
+        self._flush_logs()
         self._export()
 
     def _set_deferring(self, deferring: bool, why: str) -> None:
@@ -337,9 +365,17 @@ class AdmissionGate:
             return
         self._deferring = deferring
         if deferring:
-            logger.warning("%s admission gate deferring new tasks: %s", self.name, why)
+            self._pending_logs.append((logging.WARNING, f"{self.name} admission gate deferring new tasks: {why}"))
         else:
-            logger.info("%s admission gate open: %s", self.name, why)
+            self._pending_logs.append((logging.INFO, f"{self.name} admission gate open: {why}"))
+
+    def _flush_logs(self) -> None:
+        if not self._pending_logs:
+            return
+        with self._lock:
+            records, self._pending_logs = self._pending_logs, []
+        for level, message in records:
+            logger.log(level, "%s", message)
 
     def _measure_cpu(self) -> Optional[float]:
         now, cpu = self._clock(), self._cpu_seconds()

@@ -251,6 +251,9 @@ def test_step_cost_tracking_false_is_a_usage_only_gate() -> None:
 
 
 class Waits:
+    """The gate's event factory in tests: each wait advances the fake clock (unless the event was
+    set: a wake-up); ``stop`` turns true after ``stop_after`` waits."""
+
     def __init__(self, machine: Machine, stop_after: Optional[int] = 100,
                  on_wait: Optional[Any] = None) -> None:
         self.machine = machine
@@ -258,16 +261,40 @@ class Waits:
         self.stop_after = stop_after
         self.on_wait = on_wait
 
-    def __call__(self, seconds: float) -> bool:
-        self.calls.append(seconds)
-        self.machine.now += seconds
-        if self.on_wait is not None:
-            self.on_wait(len(self.calls))
+    def event(self) -> FakeEvent:
+        return FakeEvent(self)
+
+    def stop(self) -> bool:
         return self.stop_after is not None and len(self.calls) >= self.stop_after
 
 
-def _deferring_gate(machine: Machine, **knobs: Any) -> AdmissionGate:
-    gate = machine.gate(dict({"start": 8, "max": 8}, **knobs))
+class FakeEvent:
+    def __init__(self, waits: Waits) -> None:
+        self.waits = waits
+        self.flag = False
+
+    def set(self) -> None:
+        self.flag = True
+
+    def clear(self) -> None:
+        self.flag = False
+
+    def is_set(self) -> bool:
+        return self.flag
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        if self.flag:
+            return True
+        assert timeout is not None
+        self.waits.calls.append(timeout)
+        self.waits.machine.now += timeout
+        if self.waits.on_wait is not None:
+            self.waits.on_wait(len(self.waits.calls))
+        return self.flag
+
+
+def _deferring_gate(machine: Machine, waits: Waits, **knobs: Any) -> AdmissionGate:
+    gate = machine.gate(dict({"start": 8, "max": 8}, **knobs), event_factory=waits.event)
     machine.run_solo(gate, "r", 300 * MB)
     for _ in range(2):
         reservation = gate.try_reserve()
@@ -278,16 +305,17 @@ def _deferring_gate(machine: Machine, **knobs: Any) -> AdmissionGate:
 
 def test_reserve_polls_every_admission_poll_ms_and_never_rejects() -> None:
     machine = Machine()
-    gate = _deferring_gate(machine)
-    def free_one(calls: int) -> None:
-        if calls == 5:  # both running tasks finished
+
+    def free_both(calls: int) -> None:
+        if calls == 5:  # both running tasks finish: that wakes the waiter at once
             for reservation in list(gate._records.values()):
                 reservation.finish()
 
-    waits = Waits(machine, on_wait=free_one)
-    reservation = gate.reserve(wait=waits)
+    waits = Waits(machine, on_wait=free_both)
+    gate = _deferring_gate(machine, waits)
+    reservation = gate.reserve(stop=waits.stop)
     assert reservation is not None and not reservation.forced
-    assert waits.calls == [0.25] * 5  # admissionPollMs = 250
+    assert waits.calls == [0.25] * 5  # admissionPollMs = 250, then woken by the finish
     status = gate.status()
     assert status.deferrals == 1 and status.waiting == 0
     assert status.last_deferred_at_ms == int((1_700_000_000.0 + 1000.0 + 1.0) * 1000)
@@ -295,32 +323,33 @@ def test_reserve_polls_every_admission_poll_ms_and_never_rejects() -> None:
 
 def test_reserve_returns_none_when_the_caller_stops_waiting() -> None:
     machine = Machine()
-    gate = _deferring_gate(machine)
-    assert gate.reserve(wait=Waits(machine, stop_after=3)) is None
-    assert gate.status().waiting == 0
+    waits = Waits(machine, stop_after=3)
+    gate = _deferring_gate(machine, waits)
+    assert gate.reserve(stop=waits.stop) is None
+    assert len(waits.calls) == 3 and gate.status().waiting == 0
 
 
 def test_max_wait_budget_admits_anyway() -> None:
     machine = Machine()
-    gate = _deferring_gate(machine, admissionMaxWaitMs=1000)
     waits = Waits(machine)
-    reservation = gate.reserve(wait=waits)
+    gate = _deferring_gate(machine, waits, admissionMaxWaitMs=1000)
+    reservation = gate.reserve(stop=waits.stop)
     assert reservation is not None and reservation.forced
     assert len(waits.calls) == 4 and gate.status().forced_admissions == 1
 
 
 def test_draining_releases_every_waiter() -> None:
     machine = Machine()
-    gate = _deferring_gate(machine)
     waits = Waits(machine, on_wait=lambda calls: gate.begin_drain() if calls == 2 else None)
-    reservation = gate.reserve(wait=waits)
+    gate = _deferring_gate(machine, waits)
+    reservation = gate.reserve(stop=waits.stop)
     assert reservation is not None and reservation.forced and len(waits.calls) == 2
 
 
 def test_fixed_gate_reserve_never_waits() -> None:
     machine = Machine(usage=999 * MB)
     gate = machine.gate(2)
-    assert gate.reserve(wait=Waits(machine, stop_after=1)) is not None
+    assert gate.reserve(stop=lambda: True) is not None
 
 
 # -- the controller -----------------------------------------------------------------------------
@@ -458,10 +487,12 @@ def test_rtt_long_is_an_ewma_keeping_0_9_of_the_old_value() -> None:
 def test_status_wire_form_and_metrics() -> None:
     machine = Machine(usage=100 * MB)
     metrics = InMemoryMetrics()
-    gate = machine.gate({"start": 8, "max": 8}, metrics=metrics, tags={"task_kind": "activity", "task_queue": "q"})
+    waits = Waits(machine, stop_after=1)
+    gate = machine.gate({"start": 8, "max": 8}, metrics=metrics, tags={"task_kind": "activity", "task_queue": "q"},
+                        event_factory=waits.event)
     machine.run_solo(gate, "report", 300 * MB)
     _busy(machine, gate, 2, "report")
-    assert gate.reserve(wait=Waits(machine, stop_after=1)) is None
+    assert gate.reserve(stop=waits.stop) is None
     gate.tick()
     wire = gate.status().to_wire()
     assert wire["runtime"] == "python"
@@ -477,3 +508,46 @@ def test_status_wire_form_and_metrics() -> None:
     assert gate.available() in (0, 6)
     fixed = machine.gate(3).status().to_wire()
     assert "gate" not in fixed["memory"] and fixed["concurrency"]["mode"] == "fixed"
+
+
+def test_a_finishing_task_wakes_a_waiter_at_once_on_real_threads() -> None:
+    import threading
+    import time
+
+    machine = Machine(usage=100 * MB)
+    gate = AdmissionGate(resolve_concurrency({"start": 1, "max": 1, "admissionPollMs": 10_000}),
+                         probe=MemoryProbe(usage_reader=lambda: machine.usage, limit_reader=lambda: CEILING))
+    running = gate.try_reserve()
+    assert running is not None
+    running.start("t")
+    got: List[Any] = []
+    waiter = threading.Thread(target=lambda: got.append(gate.reserve()))
+    waiter.start()
+    deadline = time.monotonic() + 5
+    while gate.status().waiting != 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    running.finish()
+    waiter.join(5)
+    assert got and got[0] is not None and time.monotonic() - started < 2  # not the 10 s poll
+
+
+def test_wake_lets_a_stopping_caller_leave_at_once() -> None:
+    import threading
+    import time
+
+    machine = Machine(usage=100 * MB)
+    gate = AdmissionGate(resolve_concurrency({"start": 1, "max": 1, "admissionPollMs": 10_000}),
+                         probe=MemoryProbe(usage_reader=lambda: machine.usage, limit_reader=lambda: CEILING))
+    assert gate.try_reserve() is not None
+    stopping = threading.Event()
+    got: List[Any] = ["unset"]
+    waiter = threading.Thread(target=lambda: got.__setitem__(0, gate.reserve(stop=stopping.is_set)))
+    waiter.start()
+    while gate.status().waiting != 1:
+        time.sleep(0.01)
+    started = time.monotonic()
+    stopping.set()
+    gate.wake()
+    waiter.join(5)
+    assert got[0] is None and time.monotonic() - started < 2
