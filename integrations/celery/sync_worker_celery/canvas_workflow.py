@@ -37,6 +37,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["CANVAS_WORKFLOW", "CanvasWorkflow", "compile_plan", "start_canvas"]
 
 CANVAS_WORKFLOW = "sync_worker_celery.canvas"
+#: Member-id prefix of a plan compiled before its run exists (beat schedules): the run's id goes there.
+ROOT_PLACEHOLDER = "{root}"
 MEMBERS_QUERY = "celery.members"
 
 
@@ -126,6 +128,8 @@ class CanvasWorkflow:
 
     def _activity(self, ctx: Any, node: Dict[str, Any], root: str, parent: Any, has_parent: bool,
                   parent_id: Optional[str]) -> Any:
+        if str(node["id"]).startswith(ROOT_PLACEHOLDER):  # a scheduled plan: ids belong to this run
+            node["id"] = root + str(node["id"])[len(ROOT_PLACEHOLDER):]
         args = list(node["args"])
         if has_parent and not node.get("immutable"):
             args = [parent, *args]

@@ -104,10 +104,6 @@ def _serve(app: Any, workers: List[Any], beat: bool) -> int:
     group.start()
     ready = threading.Thread(target=group.wait_ready, name="celery-ready", daemon=True)
     ready.start()
-    if beat:
-        from .beat import install_beat_schedule
-
-        install_beat_schedule(app)
     logger.info("celery@%s ready: queues %s", group.hostname, ", ".join(w.task_queue for w in workers))
     warm_sent = cold_sent = False
     try:
@@ -264,6 +260,8 @@ def worker_command(obj: Any, /, queues: Optional[str], exclude_queues: Optional[
     except Exception as error:
         raise click.UsageError(f"cannot start the worker: {type(error).__name__}: {error}") from None
     signals.celeryd_after_setup.send(sender=hostname, instance=None, conf=app.conf)
+    if beat:
+        _install_beat(app)
     code = _serve(app, workers, beat)
     if pidfile and os.path.exists(pidfile):
         os.unlink(pidfile)
@@ -276,12 +274,23 @@ def worker_command(obj: Any, /, queues: Optional[str], exclude_queues: Optional[
 @click.pass_obj
 def beat_command(obj: Any, loglevel: str, schedule: Optional[str]) -> None:
     """Install the app's beat_schedule as server-side schedules, then exit (the server runs them)."""
-    from .beat import install_beat_schedule
-
     logging.basicConfig(level=logging.getLevelName(loglevel.upper()), format=CELERY_LOG_FORMAT)
     app = _load_app(obj)
-    installed = install_beat_schedule(app)
+    installed = _install_beat(app)
     click.echo(f"installed {len(installed)} schedule(s): {', '.join(installed) or '-'}")
+
+
+def _install_beat(app: Any) -> List[str]:
+    from .beat import install_beat_schedule
+    from .exceptions import UnsupportedFeature
+
+    try:
+        installed = install_beat_schedule(app)
+    except UnsupportedFeature as error:
+        raise click.ClickException(str(error)) from None
+    for schedule_id in installed:
+        logger.info("beat: server schedule %s installed", schedule_id)
+    return installed
 
 
 def main(argv: Optional[Sequence[str]] = None, app: Any = None) -> None:

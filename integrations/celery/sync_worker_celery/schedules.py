@@ -71,14 +71,23 @@ def maybe_schedule(value: Any) -> Any:
     return value
 
 
-def to_spec(value: Any) -> Dict[str, Any]:
-    """The server schedule spec of a beat entry's ``schedule``: cron or interval."""
+def _iso_duration(seconds: int) -> str:
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return "PT" + (f"{hours}H" if hours else "") + (f"{minutes}M" if minutes else "") + (f"{secs}S" if secs else "")
+
+
+def to_spec(value: Any, timezone: Any = None) -> Dict[str, Any]:
+    """The server schedule spec of a beat entry's ``schedule``: cron (in the app's timezone) or interval."""
     value = maybe_schedule(value)
     if isinstance(value, crontab):
-        return {"cron_expressions": [value.expression]}
+        spec: Dict[str, Any] = {"cron_expressions": [value.expression]}
+        if timezone:
+            spec["timezone"] = str(timezone)
+        return spec
     if isinstance(value, schedule):
         seconds = round(value.seconds)
         if seconds < 1:
             raise ValueError("schedule intervals must be at least one second")
-        return {"intervals": [{"every_seconds": seconds}]}
+        return {"intervals": [{"every": _iso_duration(seconds)}]}
     raise UnsupportedFeature(f"beat schedule {value!r} is not supported; use crontab(), schedule() or seconds")

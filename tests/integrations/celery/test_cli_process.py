@@ -89,7 +89,7 @@ def test_worker_command_serves_tasks_and_drains_on_sigterm(app, spawn) -> None:
     from proj.tasks import add, greet, route_me
 
     worker = spawn("-Q", "proj-default,proj-routed", "-c", "4", "-l", "info", "-n", "cli-threads",
-                   "--without-gossip", "--without-mingle", "-P", "prefork")
+                   "--without-gossip", "--without-mingle", "-P", "prefork", "-B")
     worker.wait_running(2)
     assert add.delay(20, 22).get(timeout=30) == 42
     assert greet.delay("cli", greeting="hey").get(timeout=30) == "hey, cli!"
@@ -99,6 +99,8 @@ def test_worker_command_serves_tasks_and_drains_on_sigterm(app, spawn) -> None:
     assert "--without-gossip is accepted and ignored" in text
     assert "-P prefork runs on threads" in text
     assert "pool threads" in text and "deregistered" in text
+    assert "beat: server schedule celery-beat-add-every-second installed" in text
+    assert app.client.describe_schedule("celery-beat-nightly-greeting").spec["cron_expressions"] == ["30 2 * * *"]
 
 
 def test_gevent_pool_patches_first_and_raises_the_soft_limit(app, spawn) -> None:

@@ -1,10 +1,16 @@
 """The sample project's Celery app (written for Celery 5)."""
 
 from sync_worker_celery import Celery
+from sync_worker_celery.schedules import crontab
 
 app = Celery("proj", broker="redis://localhost:6379/0", backend="redis://localhost:6379/1")
 app.conf.update(
     task_default_queue="proj-default",
     task_routes={"proj.tasks.route_me": {"queue": "proj-routed"}},
 )
+app.conf.beat_schedule = {
+    "add-every-second": {"task": "proj.tasks.add", "schedule": 1.0, "args": (16, 16)},
+    "nightly-greeting": {"task": "proj.tasks.greet", "schedule": crontab(minute=30, hour=2), "args": ("ops",),
+                         "kwargs": {"greeting": "good night"}},
+}
 app.autodiscover_tasks(["proj"])
