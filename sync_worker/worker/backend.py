@@ -101,6 +101,10 @@ class SchedulerMonitor(Protocol):
         """Seconds since the scheduler last ran the monitor (readable from any OS thread)."""
         ...
 
+    def overdue(self) -> float:
+        """How long the scheduler has at least been blocked (the monitor's tick is this late)."""
+        ...
+
     def recent_block_seconds(self, within: float) -> Optional[float]:
         """How long the scheduler was blocked, when that block ended less than ``within`` s ago."""
         ...

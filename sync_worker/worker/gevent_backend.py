@@ -5,7 +5,7 @@ must have been monkey-patched *before* ``requests``, ``ssl``, ``threading`` user
 imported; :func:`require_patched` refuses to start otherwise, and :func:`late_patch_report`
 names the modules that were imported before the patch and may keep unpatched references.
 
-:class:`HubMonitor` watches the gevent hub from a real OS thread, so a greenlet that blocks the
+:class:`HubMonitor` lets a real OS thread see the gevent hub stop, so a greenlet that blocks the
 hub (CPU-bound work or a C call that does not yield) shows up in ``Worker.status()`` as
 "not live" while it lasts.
 """
@@ -13,6 +13,7 @@ hub (CPU-bound work or a C call that does not yield) shows up in ``Worker.status
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -21,8 +22,10 @@ __all__ = [
     "GeventBackend",
     "GeventNotPatched",
     "GreenletHandle",
+    "HUB_MONITOR_ENV",
     "HubMonitor",
     "fully_patched",
+    "hub_monitor_interval",
     "late_patch_report",
     "require_patched",
 ]
@@ -219,30 +222,32 @@ class GeventBackend:
         return False
 
     def scheduler_monitor(self) -> HubMonitor:
-        return HubMonitor()
+        return HubMonitor(interval=hub_monitor_interval())
 
 
 class HubMonitor:
-    """Detects a blocked gevent hub from a real OS thread.
+    """Detects a blocked gevent hub, readable from any real OS thread.
 
-    A greenlet stamps the time every ``interval`` seconds; an OS thread (started with the
-    original, unpatched thread primitive) compares that stamp with the clock. While the hub is
-    blocked, the stamp stops moving and :meth:`blocked_seconds` grows.
+    A greenlet stamps the time every ``interval`` seconds. A probe on another OS thread (or the
+    status snapshot) compares that stamp with the clock: a stamp older than ``interval`` is
+    *overdue*, and the overdue time is how long the hub has at least been blocked. Nothing else
+    wakes up: an idle gevent worker pays one greenlet switch per ``interval`` for this (default
+    5 s; ``bench/idle_cpu.py`` measures what idle costs). A block is never over-reported, and a
+    block longer than a threshold (``event_loop_stall_seconds``, 30 s) is seen at most
+    ``interval`` after it passed the threshold.
     """
 
-    def __init__(self, *, interval: float = 0.05) -> None:
+    def __init__(self, *, interval: float = 5.0) -> None:
         self.interval = interval
         self._last_tick = time.monotonic()
         self._stopped = False
         self._greenlet: Any = None
         self._worst = 0.0
-        # (when it ended, how long it lasted) of the last gap between ticks longer than _long_gap
-        self._long_gap = max(0.25, 5 * interval)
+        # (when it ended, how long it lasted) of the last block longer than _REPORTED_BLOCK_SECONDS
         self._last_block: Optional[Tuple[float, float]] = None
 
     def start(self) -> None:
         import gevent
-        from gevent import monkey
 
         self._stopped = False
         self._last_tick = time.monotonic()
@@ -250,22 +255,14 @@ class HubMonitor:
         def tick() -> None:
             while not self._stopped:
                 now = time.monotonic()
-                gap = now - self._last_tick
-                if gap > self._long_gap:
-                    self._last_block = (now, gap)
+                blocked = now - self._last_tick - self.interval
+                if blocked > _REPORTED_BLOCK_SECONDS:
+                    self._last_block = (now, blocked)
+                self._worst = max(self._worst, blocked)
                 self._last_tick = now
                 gevent.sleep(self.interval)
 
         self._greenlet = gevent.spawn(tick)
-        start_new_thread = monkey.get_original("_thread", "start_new_thread")
-        real_sleep = monkey.get_original("time", "sleep")
-
-        def watch() -> None:
-            while not self._stopped:
-                self._worst = max(self._worst, time.monotonic() - self._last_tick)
-                real_sleep(self.interval)
-
-        start_new_thread(watch, ())
 
     def stop(self) -> None:
         self._stopped = True
@@ -284,17 +281,44 @@ class HubMonitor:
 
     @property
     def worst_blocked_seconds(self) -> float:
-        """The longest gap between hub ticks the watching OS thread has seen."""
-        return self._worst
+        """The longest the hub was seen blocked (an ongoing block included)."""
+        return max(self._worst, self.overdue())
 
     def tick_age(self) -> float:
         """Seconds since the hub last ran the monitor's greenlet (readable from any thread)."""
         return time.monotonic() - self._last_tick
 
+    def overdue(self) -> float:
+        """How long the monitor's greenlet is late: the hub has been blocked at least this long."""
+        return max(0.0, self.tick_age() - self.interval)
+
     def blocked_seconds(self, threshold: float) -> Optional[float]:
         """How long the hub has been blocked, when longer than ``threshold``; else ``None``."""
-        age = self.tick_age()
-        return age if age > threshold else None
+        late = self.overdue()
+        return late if late > threshold else None
+
+
+#: Environment variable: how often the hub monitor samples, in seconds (default 5). Lower it when
+#: ``status(event_loop_stall_seconds=...)`` is given a threshold of a few seconds.
+HUB_MONITOR_ENV = "SYNC_WORKER_HUB_MONITOR_SECONDS"
+
+
+def hub_monitor_interval() -> float:
+    """The hub monitor's interval: ``SYNC_WORKER_HUB_MONITOR_SECONDS`` when set (0.01-60), else 5 s."""
+    raw = os.environ.get(HUB_MONITOR_ENV)
+    if not raw:
+        return 5.0
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{HUB_MONITOR_ENV} must be a number of seconds, not {raw!r}") from None
+    if not 0.01 <= value <= 60.0:
+        raise ValueError(f"{HUB_MONITOR_ENV} must be between 0.01 and 60 seconds, not {raw!r}")
+    return value
+
+
+#: A hub late by more than this counts as blocked (shorter gaps are timer jitter and busy loops).
+_REPORTED_BLOCK_SECONDS = 0.25
 
 
 def is_patched() -> bool:

@@ -39,12 +39,12 @@ __all__ = [
     "default_request_bounds",
 ]
 
-#: A supervisor tick older than this makes the worker not live. The supervisor ticks
-#: about once a second, so this leaves a wide margin for a slow, loaded machine.
-DEFAULT_EVENT_LOOP_STALL_SECONDS = 30.0
+#: A scheduler monitor this late means its scheduler is not running right now.
+_HUB_LATE_SECONDS = 0.25
 
-# A scheduler monitor ticks every few hundredths of a second; older than this, the hub is not running.
-_HUB_NOT_RUNNING_SECONDS = 0.25
+#: A supervisor tick this much later than it was due makes the worker not live (the supervisor
+#: says when its next tick is due), a wide margin for a slow, loaded machine.
+DEFAULT_EVENT_LOOP_STALL_SECONDS = 30.0
 
 
 def default_request_bounds(
@@ -228,6 +228,7 @@ class StatusBoard:
         self._state = WorkerState.STARTING
         self._registered_at: Optional[float] = None
         self._tick_at: Optional[float] = None
+        self._next_tick_within = 0.0
         self._roles: Dict[str, RoleTracker] = {}
         self._starting_request: Optional[RoleTracker] = None
 
@@ -246,9 +247,15 @@ class StatusBoard:
         with self._lock:
             self._registered_at = self.clock()
 
-    def tick(self) -> None:
+    def tick(self, next_within: float = 0.0) -> None:
+        """The supervisor made progress and will tick again within ``next_within`` seconds.
+
+        Liveness counts a stall from when the next tick was due, so a supervisor that sleeps
+        long between ticks (cheap when idle) is not taken for a stalled one.
+        """
         with self._lock:
             self._tick_at = self.clock()
+            self._next_tick_within = max(0.0, next_within)
 
     def add_role(self, tracker: RoleTracker) -> RoleTracker:
         with self._lock:
@@ -282,18 +289,20 @@ class StatusBoard:
             state = self._state
             registered_at = self._registered_at
             tick_at = self._tick_at
+            next_within = self._next_tick_within
             trackers = list(self._roles.values())
             starting = self._starting_request
             monitor = self._monitor
         roles = tuple(t.snapshot(now, request_overdue_seconds, request_stall_seconds) for t in trackers)
         pollers = {t.role for t in trackers if t.is_poller}
         tick_age = _age(now, tick_at)
+        tick_lag = None if tick_age is None else max(0.0, tick_age - next_within)
         ready, ready_reason = _readiness(state, registered_at, roles, pollers)
         starting_role = (
             starting.snapshot(now, request_overdue_seconds, request_stall_seconds) if starting else None
         )
         live, live_reason = _liveness(
-            state, tick_age, event_loop_stall_seconds, roles, pollers, starting_role
+            state, tick_lag, event_loop_stall_seconds, roles, pollers, starting_role
         )
         if monitor is not None and state not in (WorkerState.STOPPED, WorkerState.FAILED):
             hub_reason = _hub_stall_reason(monitor, event_loop_stall_seconds, tick_age, live_reason)
@@ -319,15 +328,15 @@ class StatusBoard:
 def _hub_stall_reason(monitor: Any, stall_seconds: float, tick_age: Optional[float],
                       live_reason: str) -> Optional[str]:
     """The scheduler's reason when it explains a stall; a blocked hub outranks every other reason."""
-    hub_age = float(monitor.tick_age())
-    if hub_age > stall_seconds:
-        return str(monitor.describe_stall(hub_age))
+    blocked = float(monitor.overdue())
+    if blocked > stall_seconds:
+        return str(monitor.describe_stall(blocked))
     if live_reason != "event_loop_stalled":
         return None
     # The supervisor tick is stale: because the hub is not running right now, or because a block
     # that just ended has not let the supervisor tick again yet.
-    if hub_age > _HUB_NOT_RUNNING_SECONDS:
-        return str(monitor.describe_stall(hub_age))
+    if blocked > _HUB_LATE_SECONDS:
+        return str(monitor.describe_stall(blocked))
     recent = monitor.recent_block_seconds(tick_age if tick_age is not None else stall_seconds)
     return None if recent is None else str(monitor.describe_stall(float(recent)))
 

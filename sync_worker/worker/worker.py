@@ -63,7 +63,9 @@ __all__ = ["ShutdownIncomplete", "Worker"]
 
 logger = logging.getLogger("sync_worker.worker")
 
-_SUPERVISOR_TICK_SECONDS = 1.0
+# The supervisor's liveness tick and poller check; stop() wakes it at once. Every wakeup costs an idle
+# worker CPU (bench/idle_cpu.py), and liveness allows 30 s without a tick.
+_SUPERVISOR_TICK_SECONDS = 5.0
 # Task outcomes the adaptive controller counts as errors (its backpressure rule).
 _ERROR_OUTCOMES = frozenset({"failed", "failed_non_retryable", "crashed", "complete_error"})
 
@@ -324,7 +326,7 @@ class Worker:
                 self._shutdown_done.set()
         else:
             while not self._shutdown_done.wait(_SUPERVISOR_TICK_SECONDS):
-                self._board.tick()
+                self._board.tick(_SUPERVISOR_TICK_SECONDS)
         if self._shutdown_error is not None:
             raise self._shutdown_error
 
@@ -550,12 +552,13 @@ class Worker:
     # -- supervision and heartbeat -------------------------------------------------------------------
 
     def _supervise(self) -> None:
+        self._board.tick(_SUPERVISOR_TICK_SECONDS)
         while not self._stop_requested.wait(_SUPERVISOR_TICK_SECONDS):
-            self._board.tick()
+            self._board.tick(_SUPERVISOR_TICK_SECONDS)
             for poller, handle in zip(self._pollers, self._poller_handles):
                 if not handle.is_alive() and not self._stop_requested.is_set():
                     raise RuntimeError(f"worker {self.worker_id}: the {poller.kind} poller exited") from poller.error
-        self._board.tick()
+        self._board.tick(_SUPERVISOR_TICK_SECONDS)
 
     def _heartbeat_loop(self) -> None:
         tracker = self._heartbeat_role
@@ -582,7 +585,7 @@ class Worker:
 
     def _wait(self, event: Any) -> None:
         while not event.wait(_SUPERVISOR_TICK_SECONDS):
-            self._board.tick()
+            self._board.tick(_SUPERVISOR_TICK_SECONDS)
 
     def _shutdown(self) -> None:
         if not self._run_started:

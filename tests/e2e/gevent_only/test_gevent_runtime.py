@@ -139,9 +139,11 @@ def _sample_status_from_a_real_thread(worker: Any, stall: float) -> Tuple[List[T
     return samples, stop
 
 
-def test_a_cpu_bound_activity_makes_the_worker_not_live_while_the_hub_is_blocked(client: Client) -> None:
+def test_a_cpu_bound_activity_makes_the_worker_not_live_while_the_hub_is_blocked(client: Client, monkeypatch: Any
+                                                                                  ) -> None:
     queue = unique_queue("gevent-hub")
     stall = 1.5
+    monkeypatch.setenv("SYNC_WORKER_HUB_MONITOR_SECONDS", "0.2")  # a short threshold wants a short interval
     worker = make_worker(client, task_queue=queue, activities=ACTIVITIES, poll_timeout=2.0)
     with RunningWorker(worker) as running:
         assert worker.status(event_loop_stall_seconds=stall).live
