@@ -1,0 +1,158 @@
+"""1,000 ``.delay()`` no-op tasks → results: ``sync_worker_celery`` on the dev server beside real
+Celery 5 with a Redis broker and result backend, on the same machine, printed side by side.
+
+    python3 bench/celery_delay.py                       # 1,000 tasks, 8 threads per worker, 3 rounds
+    python3 bench/celery_delay.py --tasks 2000 --concurrency 16 --rounds 1
+
+What runs (every process started here and stopped at the end):
+
+* ours: ``sync-worker devserver`` (its own process, in-memory SQLite) and one
+  ``sync-worker celery -A sync_celery_noop_app worker -Q bench -c N`` process (threads);
+* Celery: ``redis-server`` on a free port (``--save ''``), and ``celery -A celery_noop_app worker
+  -Q bench -c N -P threads`` from a venv at ``/tmp/celery-bench-venv`` that this script creates
+  with ``pip install 'celery[redis]>=5.3,<6'`` when it is missing (``--venv`` to use another);
+* the client of each side in its own process (``bench/_delay_client.py``): 20 warm-up tasks, then
+  N ``noop.delay(time.time())`` calls, then ``.get()`` of each result in order.
+
+Both apps are the same module (``celery_noop_app.py``; ``sync_celery_noop_app.py`` differs only in
+its import). Latency = when the task body ran minus when ``.delay()`` was called; throughput =
+N / (first ``.delay()`` → last result read). Rounds alternate between the systems; the median
+round is printed. The durable side records every task in the server's history (SQLite, one
+transaction per step); Celery with Redis keeps messages and results in memory. Figures are
+printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+def ensure_venv(venv: Path) -> Path:
+    python = venv / "bin" / "python"
+    if (venv / "bin" / "celery").exists():
+        return python
+    sys.stderr.write(f"creating {venv} with real Celery (pip install 'celery[redis]>=5.3,<6')...\n")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "celery[redis]>=5.3,<6"], check=True)
+    return python
+
+
+def wait_log(path: Path, text: str, proc: subprocess.Popen, timeout: float = 60) -> None:  # type: ignore[type-arg]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in path.read_text(errors="replace"):
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args} exited: {path.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.1)
+    raise RuntimeError(f"{text!r} not seen in {path}")
+
+
+def client(python: str, app: str, env: Dict[str, str], tasks: int) -> Dict[str, float]:
+    out = subprocess.run([python, str(BENCH / "_delay_client.py"), "--app", app, "--tasks", str(tasks)],
+                         cwd=str(BENCH), env=env, capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        raise RuntimeError(f"{app} client failed: {out.stderr[-3000:]}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--venv", default="/tmp/celery-bench-venv")
+    args = parser.parse_args()
+    celery_python = ensure_venv(Path(args.venv))
+    redis_server = shutil.which("redis-server")
+    if redis_server is None:
+        raise SystemExit("redis-server is not installed (Debian: apt-get install redis-server)")
+    logs = Path(os.environ.get("TMPDIR", "/tmp")) / f"celery-bench-{os.getpid()}"
+    logs.mkdir(parents=True, exist_ok=True)
+    procs: List[subprocess.Popen] = []  # type: ignore[type-arg]
+
+    def spawn(name: str, argv: List[str], env: Dict[str, str]) -> subprocess.Popen:  # type: ignore[type-arg]
+        handle = open(logs / f"{name}.log", "wb")  # noqa: SIM115 - lives as long as the process
+        proc = subprocess.Popen(argv, cwd=str(BENCH), env=env, stdout=handle, stderr=subprocess.STDOUT)
+        procs.append(proc)
+        return proc
+
+    base = dict(os.environ)
+    base.pop("SYNC_WORKER_POOL", None)
+    ours = dict(base, PYTHONPATH=os.pathsep.join([str(BENCH), str(ROOT), str(ROOT / "integrations" / "celery"),
+                                                  base.get("PYTHONPATH", "")]))
+    try:
+        redis_port, dev_port = free_port(), free_port()
+        spawn("redis", [redis_server, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+                        "--appendonly", "no"], base)
+        wait_port(redis_port)
+        theirs = dict(base, BENCH_REDIS_URL=f"redis://127.0.0.1:{redis_port}/0", PYTHONPATH=str(BENCH))
+        spawn("devserver", [sys.executable, "-m", "sync_worker", "devserver", "--port", str(dev_port)], ours)
+        wait_port(dev_port)
+        ours["DURABLE_WORKFLOW_SERVER_URL"] = f"http://127.0.0.1:{dev_port}"
+        mine = spawn("sync-worker", [sys.executable, "-m", "sync_worker", "celery", "-A", "sync_celery_noop_app",
+                                     "worker", "-Q", "bench", "-c", str(args.concurrency), "-l", "info"], ours)
+        wait_log(logs / "sync-worker.log", "running on task queue", mine)
+        real = spawn("celery", [str(Path(args.venv) / "bin" / "celery"), "-A", "celery_noop_app", "worker", "-Q",
+                                "bench", "-c", str(args.concurrency), "-P", "threads", "-l", "info"], theirs)
+        wait_log(logs / "celery.log", "ready.", real)
+        rounds: Dict[str, List[Dict[str, float]]] = {"sync_worker_celery": [], "celery": []}
+        for index in range(args.rounds):
+            rounds["sync_worker_celery"].append(client(sys.executable, "sync_celery_noop_app", ours, args.tasks))
+            rounds["celery"].append(client(str(celery_python), "celery_noop_app", theirs, args.tasks))
+            sys.stderr.write(f"round {index + 1}: ours {rounds['sync_worker_celery'][-1]['throughput']:.0f}/s, "
+                             f"celery {rounds['celery'][-1]['throughput']:.0f}/s\n")
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    def median(system: str, key: str) -> float:
+        return statistics.median(r[key] for r in rounds[system])
+
+    print(f"{args.tasks} .delay() no-op tasks -> results, {args.concurrency} worker threads, "
+          f"median of {args.rounds} rounds")
+    print(f"{'':28}{'sync_worker_celery':>20}{'celery 5 + redis':>20}{'ratio':>10}")
+    for key, label, unit in (("throughput", "throughput", "tasks/s"), ("p50_ms", "latency p50", "ms"),
+                             ("p99_ms", "latency p99", "ms"), ("publish_s", "publish 1,000 delay()", "s")):
+        ours_value, theirs_value = median("sync_worker_celery", key), median("celery", key)
+        ratio = ours_value / theirs_value if theirs_value else float("nan")
+        print(f"{label + ' (' + unit + ')':28}{ours_value:>20.1f}{theirs_value:>20.1f}{ratio:>9.2f}x")
+
+
+if __name__ == "__main__":
+    main()
