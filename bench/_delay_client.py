@@ -34,7 +34,7 @@ def main() -> None:
         latencies.append(result.get(timeout=300) - at)
     finished = time.time()
     latencies.sort()
-    p99 = latencies[min(len(latencies) - 1, int(round(0.99 * len(latencies))) - 1)]
+    p99 = latencies[min(len(latencies) - 1, round(0.99 * len(latencies)) - 1)]
     json.dump({"tasks": args.tasks, "wall_s": finished - started, "publish_s": published - started,
                "throughput": args.tasks / (finished - started), "p50_ms": statistics.median(latencies) * 1000,
                "p99_ms": p99 * 1000}, sys.stdout)
