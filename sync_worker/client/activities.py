@@ -134,11 +134,12 @@ class ActivitiesMixin(ClientBase):
                 operation="workflow.history"))
         except errors.ServerError:
             return None
-        for event in reversed([e for e in page.get("events") or [] if isinstance(e, dict)]):
-            if event.get("event_type") in ("ActivityFailed", "WorkflowFailed"):
-                payload = mapping(event.get("payload")) or {}
-                nested = mapping(payload.get("failure"))
-                return nested or payload
+        events = [e for e in page.get("events") or [] if isinstance(e, dict)]
+        for kind in ("ActivityFailed", "WorkflowFailed"):  # the activity's own report says most
+            for event in reversed(events):
+                if event.get("event_type") == kind:
+                    payload = mapping(event.get("payload")) or {}
+                    return mapping(payload.get("failure")) or payload
         return None
 
     def cancel_activity(self, activity_id: str, *, reason: Optional[str] = None) -> None:

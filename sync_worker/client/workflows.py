@@ -209,8 +209,11 @@ class WorkflowsMixin(ClientBase):
                         return decode_payload(payload[name], payload.get("payload_codec") or execution.payload_codec)
                 return None
             if kind == "WorkflowFailed":
-                raise errors.WorkflowFailed(str(payload.get("message") or "workflow failed"),
-                                            payload.get("exception_class") or payload.get("exception_type"))
+                failure_type = payload.get("exception_class") or payload.get("exception_type")
+                message = str(payload.get("message") or "")
+                detail = ": ".join(str(part) for part in (failure_type, message) if part)
+                raise errors.WorkflowFailed(f"workflow {workflow_id} failed" + (f": {detail}" if detail else ""),
+                                            failure_type)
             if kind == "WorkflowCancelled":
                 raise errors.WorkflowCancelled(str(payload.get("reason") or "workflow was cancelled"))
             if kind == "WorkflowTerminated":
