@@ -27,10 +27,10 @@ if command -v npm >/dev/null 2>&1; then
 fi
 
 venv=${SYNC_WORKER_NESTJS_VENV:-/tmp/nestjs-venv}
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import durable_worker, bullmq, asyncpg" >/dev/null 2>&1; then
-  log "creating $venv with durable-worker[redis,postgres]==0.26.1"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import durable_worker, bullmq, asyncpg, boto3" >/dev/null 2>&1; then
+  log "creating $venv with durable-worker[redis,postgres,sqs]==0.26.1"
   python3 -m venv "$venv" >&2 && "$venv/bin/pip" install -q --disable-pip-version-check \
-    "durable-worker[redis,postgres]==0.26.1" >&2 || log "the control venv could not be made"
+    "durable-worker[redis,postgres,sqs]==0.26.1" >&2 || log "the control venv could not be made"
 fi
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import durable_worker" >/dev/null 2>&1; then
   echo "export SYNC_WORKER_NESTJS_CONTROL_PYTHON=$venv/bin/python"

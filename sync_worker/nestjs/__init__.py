@@ -2,7 +2,8 @@
 
 A TypeScript workflow on the nestjs-durable engine calls ``ctx.step("payments.charge-card", input)``;
 a :class:`StepWorker` registered for that name runs a plain function and answers, over Redis/BullMQ
-(:class:`RedisTransport`) or PostgreSQL tables (:class:`PostgresTransport`), on threads or gevent.
+(:class:`RedisTransport`), PostgreSQL tables (:class:`PostgresTransport`) or Amazon SQS
+(:class:`SqsTransport`), on threads or gevent.
 See docs/nestjs.md.
 """
 
@@ -20,6 +21,7 @@ __all__ = [
     "NestjsWorker",
     "PostgresTransport",
     "RedisTransport",
+    "SqsTransport",
     "StepContext",
     "StepTransport",
     "StepWorker",
@@ -37,6 +39,10 @@ def __getattr__(name: str) -> Any:  # the transports need the optional `nestjs` 
         from .pg_transport import PostgresTransport
 
         return PostgresTransport
+    if name == "SqsTransport":
+        from .sqs_transport import SqsTransport
+
+        return SqsTransport
     if name == "transport_for_url":
         from .urls import transport_for_url
 

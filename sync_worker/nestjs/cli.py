@@ -32,7 +32,8 @@ def load_step_worker(target: str) -> StepWorker:
 @click.command("nestjs")
 @click.argument("target")
 @click.option("--transport", "transport_url", envvar="SYNC_WORKER_NESTJS_TRANSPORT", required=True,
-              help="redis://HOST:PORT[/DB] (BullMQ) or postgresql://... (the engine's DbTransport tables).")
+              help="redis://HOST:PORT[/DB] (BullMQ), postgresql://... (the engine's DbTransport tables) "
+                   "or sqs://[REGION][?endpoint=URL] (SqsTransport).")
 @click.option("--prefix", default="durable", show_default=True,
               help="The engine's key prefix (BullMQTransport/DbTransport `prefix`).")
 @click.option("--namespace", default=None, help="BullMQ deployment namespace (folded into the prefix).")
@@ -43,7 +44,7 @@ def load_step_worker(target: str) -> StepWorker:
               help="Adaptive step slots between MIN (default 1) and MAX.")
 @click.option("-P", "--pool", default=None, help="threads (default) or gevent (patched first).")
 @click.option("--lock-duration", type=float, default=None,
-              help="Lease seconds: BullMQ lock duration (30) or SQL claim lease (30).")
+              help="Lease seconds: BullMQ lock duration (30), SQL claim lease (30), SQS visibility (60).")
 @click.option("--stalled-interval", type=float, default=None, help="BullMQ stalled-check period, seconds (30).")
 @click.option("--shutdown-timeout", type=float, default=30.0, show_default=True,
               help="Seconds a warm stop waits for running steps.")

@@ -13,9 +13,11 @@ from ._nestjs_steps import install
 
 worker = StepWorker()
 install(worker.step, FatalError)
+#: The same steps with dot-free names, for SQS (``payments-charge-card``...).
+sqs_worker = StepWorker()
+install(sqs_worker.step, FatalError, sep="-")
 
 
-@worker.step("payments.cancellable")
 def cancellable(data: Dict[str, Any], ctx: StepContext) -> Dict[str, Any]:
     """Beats until the engine cancels the run, then says what it saw (ours only: uses the context)."""
     Path(data["dir"], "cancellable.running").write_text(ctx.step_id, encoding="utf-8")
@@ -30,10 +32,14 @@ def cancellable(data: Dict[str, Any], ctx: StepContext) -> Dict[str, Any]:
     return {"cancelled": False}
 
 
-@worker.step("payments.slow-ok")
 def slow_ok(data: Dict[str, Any]) -> Dict[str, Any]:
     """Runs longer than the lease; counts its starts (a second start would mean a double claim)."""
     with open(Path(data["dir"], "slow-ok.starts"), "a", encoding="utf-8") as handle:
         handle.write("1\n")
     time.sleep(float(data["seconds"]))
     return {"done": True}
+
+
+for _steps, _sep in ((worker, "."), (sqs_worker, "-")):
+    _steps.register(f"payments{_sep}cancellable", cancellable)
+    _steps.register(f"payments{_sep}slow-ok", slow_ok)

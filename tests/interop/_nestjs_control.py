@@ -5,6 +5,7 @@ Run by the interpreter of its own virtualenv (``SYNC_WORKER_NESTJS_CONTROL_PYTHO
 
     python _nestjs_control.py redis://HOST:PORT/DB PREFIX [LOCK_SECONDS [CONCURRENCY]]
     python _nestjs_control.py postgresql://... PREFIX [LEASE_SECONDS]   (tables made by the harness)
+    python _nestjs_control.py sqs+http://HOST:PORT PREFIX [VISIBILITY_SECONDS]   (moto; dot-free names)
 
 LOCK_SECONDS shortens the BullMQ lock and stalled-check interval of the published worker (its
 defaults are 30 s) the same way our worker is configured in the kill test, so both recover a killed
@@ -23,11 +24,39 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _nestjs_steps import install
 from durable_worker import FatalError, Worker
 
+GROUPS = ["payments.charge-card", "payments.declined", "payments.flaky", "payments.slow", "bench.echo",
+          "bench.sleep"]
 
-def build() -> Worker:
+
+def build(sep: str = ".") -> Worker:
     worker = Worker()
-    install(lambda name: worker.step(name, blocking=True), FatalError)
+    install(lambda name: worker.step(name, blocking=True), FatalError, sep)
     return worker
+
+
+def serve_sqs(endpoint: str, prefix: str, visibility: float) -> None:
+    import threading
+
+    import boto3
+    from durable_worker.sqs_runner import run_sqs_worker
+
+    worker = build("-")
+    # run_sqs_worker only resolves queue URLs; make the queues first (as the engine's autoCreate does).
+    client = boto3.client("sqs", region_name="us-east-1", endpoint_url=endpoint)
+    for name in [f"{prefix}-tasks-{g.replace('.', '-')}" for g in GROUPS] + [f"{prefix}-results"]:
+        client.create_queue(QueueName=name)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    loops = [threading.Thread(target=run_sqs_worker, args=(worker,), daemon=True, kwargs=dict(
+        group=g.replace(".", "-"), prefix=prefix, region="us-east-1", endpoint_url=endpoint,
+        wait_time_seconds=1, visibility_timeout=int(visibility), stop=stop)) for g in GROUPS]
+    for loop in loops:
+        loop.start()
+    print("control ready", flush=True)
+    while not stop.wait(0.2):
+        pass
+    for loop in loops:
+        loop.join(5)
 
 
 async def serve_redis(url: str, prefix: str, lock_seconds: float, concurrency: int) -> None:
@@ -60,8 +89,7 @@ async def serve_db(dsn: str, prefix: str, lease_seconds: float) -> None:
     worker = build()
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    groups = ["payments.charge-card", "payments.declined", "payments.flaky", "payments.slow", "bench.echo",
-              "bench.sleep"]
+    groups = GROUPS
     print("control ready", flush=True)
     await asyncio.gather(*(run_db_worker(worker, group=g, dsn=dsn, dialect="postgres", prefix=prefix,
                                          poll_ms=100, lease_ms=int(lease_seconds * 1000), stop=stop,
@@ -73,7 +101,9 @@ def main() -> None:
     url, prefix = sys.argv[1], sys.argv[2]
     lease = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
     concurrency = int(sys.argv[4]) if len(sys.argv) > 4 else 4
-    if url.startswith("redis"):
+    if url.startswith("sqs+"):
+        serve_sqs(url[len("sqs+"):], prefix, lease)
+    elif url.startswith("redis"):
         asyncio.run(serve_redis(url, prefix, lease, concurrency))
     else:
         asyncio.run(serve_db(url, prefix, lease))

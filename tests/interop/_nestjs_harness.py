@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -41,6 +42,49 @@ def control_python() -> Optional[str]:
     return path if path and os.path.exists(path) else None
 
 
+def moto_available() -> bool:
+    try:
+        import boto3  # noqa: F401
+        import moto.server  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class MotoServer:
+    """A local SQS: ``moto_server`` (PyPI ``moto[server]``) on a free loopback port."""
+
+    def __init__(self, log_dir: Path) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        with open(log_dir / "moto.log", "w", encoding="utf-8") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                         stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("moto_server did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+#: What boto3 and the engine's AWS SDK need to talk to moto (fake credentials, a region).
+AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_REGION": "us-east-1"}
+
+
 def missing(transport: str, *, control: bool = False) -> Optional[str]:
     """Why the interop tests for ``transport`` cannot run here, or None."""
     if shutil.which("node") is None:
@@ -49,6 +93,8 @@ def missing(transport: str, *, control: bool = False) -> Optional[str]:
         return "the npm engine is not installed: run scripts/prepare (npm ci in tests/interop/nestjs)"
     if transport == "redis" and not redis_url():
         return "no Redis: SYNC_WORKER_TEST_REDIS_URL is unset (scripts/services.sh starts one)"
+    if transport == "sqs" and not moto_available():
+        return "no local SQS: boto3 and moto[server] are not installed (the dev extra has them)"
     if transport == "postgresql" and not pg_admin_dsn():
         return "no PostgreSQL: SYNC_WORKER_TEST_PG_DSN is unset (scripts/services.sh starts one)"
     if control and control_python() is None:
@@ -103,8 +149,11 @@ class Engine:
     """The real nestjs-durable engine in a node process."""
 
     def __init__(self, transport: str, prefix: str, *, url: str) -> None:
-        env = dict(os.environ, ENGINE_TRANSPORT="redis" if transport == "redis" else "pg", ENGINE_PREFIX=prefix)
-        env["ENGINE_REDIS_URL" if transport == "redis" else "ENGINE_PG_DSN"] = url
+        kind = {"redis": "redis", "postgresql": "pg", "sqs": "sqs"}[transport]
+        env = dict(os.environ, **AWS_ENV, ENGINE_TRANSPORT=kind, ENGINE_PREFIX=prefix)
+        env[{"redis": "ENGINE_REDIS_URL", "pg": "ENGINE_PG_DSN", "sqs": "ENGINE_SQS_ENDPOINT"}[kind]] = url
+        #: SQS queue names cannot hold dots: the SQS workers serve ``payments-charge-card``...
+        self.dashed = transport == "sqs"
         self.stderr: List[str] = []
         self.proc = subprocess.Popen(["node", str(ENGINE_DIR / "engine.mjs")], cwd=str(ENGINE_DIR), env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -139,9 +188,12 @@ class Engine:
             raise RuntimeError(f"engine {op} failed: {answer['error']}")
         return answer
 
+    def step_name(self, name: str) -> str:
+        return name.replace(".", "-") if self.dashed else name
+
     def run(self, run_id: str, step: str, step_input: Dict[str, Any], *, retries: int = 1, backoff: int = 100,
             timeout: float = 30.0) -> Dict[str, Any]:
-        self.call("start", runId=run_id, step=step, input=step_input, retries=retries, backoff=backoff)
+        self.call("start", runId=run_id, step=self.step_name(step), input=step_input, retries=retries, backoff=backoff)
         return self.call("wait", runId=run_id, timeoutMs=int(timeout * 1000), timeout=timeout + 10)
 
     def close(self) -> None:
@@ -173,13 +225,17 @@ class StepWorkerProcess:
         self.starts = 0
 
     def command(self) -> List[str]:
+        sqs = self.transport_url.startswith("http")  # a moto endpoint
         if self.kind == "control":
             python = control_python()
             assert python is not None
             concurrency = self.concurrency if self.concurrency.isdigit() else "4"
-            return [python, str(CONTROL_SCRIPT), self.transport_url, self.prefix, str(self.lease), concurrency]
-        cmd = [sys.executable, "-m", "sync_worker", "nestjs", "tests.interop._nestjs_app:worker",
-               "--transport", self.transport_url, "--prefix", self.prefix, "-P", self.kind,
+            url = f"sqs+{self.transport_url}" if sqs else self.transport_url
+            return [python, str(CONTROL_SCRIPT), url, self.prefix, str(self.lease), concurrency]
+        target = "tests.interop._nestjs_app:" + ("sqs_worker" if sqs else "worker")
+        url = f"sqs://us-east-1?endpoint={self.transport_url}" if sqs else self.transport_url
+        cmd = [sys.executable, "-m", "sync_worker", "nestjs", target,
+               "--transport", url, "--prefix", self.prefix, "-P", self.kind,
                "-c", self.concurrency, "--lock-duration", str(self.lease), "--shutdown-timeout", "10", *self.extra]
         if self.transport_url.startswith("redis"):
             cmd += ["--stalled-interval", str(max(0.5, self.lease / 2))]
@@ -191,7 +247,7 @@ class StepWorkerProcess:
 
     def start(self, timeout: float = 60.0) -> StepWorkerProcess:
         self.starts += 1
-        env = dict(os.environ)
+        env = dict(os.environ, **AWS_ENV)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
         env["PYTHONUNBUFFERED"] = "1"
         env.pop("SYNC_WORKER_POOL", None)
@@ -279,7 +335,7 @@ class Fleet:
                 drop_pg_tables(self.url, prefix)
                 if kind == "control":
                     create_pg_tables(self.url, prefix)
-            else:
+            elif self.transport == "redis":
                 flush_redis_prefix(self.url, prefix)
             log_dir = self.base_dir / "logs"
             log_dir.mkdir(parents=True, exist_ok=True)
@@ -300,5 +356,5 @@ class Fleet:
         for kind in self.members:
             if self.transport == "postgresql":
                 drop_pg_tables(self.url, self.prefix(kind))
-            else:
+            elif self.transport == "redis":
                 flush_redis_prefix(self.url, self.prefix(kind))

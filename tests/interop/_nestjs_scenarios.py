@@ -46,7 +46,8 @@ def retry(engine: Engine, worker: StepWorkerProcess, workdir: Path) -> Dict[str,
 def killed(engine: Engine, worker: StepWorkerProcess, workdir: Path) -> Dict[str, Any]:
     """SIGKILL the worker while the step runs; a new worker process re-runs it and the run completes."""
     run_id = _run_id("kill")
-    engine.call("start", runId=run_id, step="payments.slow", input={"dir": str(workdir), "seconds": 120})
+    engine.call("start", runId=run_id, step=engine.step_name("payments.slow"),
+                input={"dir": str(workdir), "seconds": 120})
     assert wait_for_file(workdir / "slow.running", 30), worker.log()[-2000:]
     worker.kill()
     worker.start()

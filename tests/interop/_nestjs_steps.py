@@ -1,6 +1,6 @@
 """The steps the nestjs-durable interop tests and the bench run, for our worker and the control.
 
-``install(register, fatal)`` registers them with any SDK: ``register(name)`` returns a decorator
+``install(register, fatal, sep)`` registers them with any SDK: ``register(name)`` returns a decorator
 for a plain function, ``fatal`` is the SDK's FatalError. State that must survive a worker being
 killed (how often a step started) lives in files under ``input["dir"]``, so both SDKs see the same.
 """
@@ -21,7 +21,13 @@ def _starts(data: Dict[str, Any], key: str) -> int:
     return len(path.read_text(encoding="utf-8").splitlines())
 
 
-def install(register: Callable[[str], Callable[[Any], Any]], fatal: Any) -> None:
+def install(register: Callable[[str], Callable[[Any], Any]], fatal: Any, sep: str = ".") -> None:
+    """``sep`` joins the name parts: ``.`` as the engine's examples, ``-`` for SQS (no dots in queue names)."""
+    original = register
+
+    def register(name: str) -> Callable[[Any], Any]:  # type: ignore[no-redef]
+        return original(name.replace(".", sep))
+
     @register("payments.charge-card")
     def charge(data: Dict[str, Any]) -> Dict[str, Any]:
         return {"chargeId": f"ch_{data['amount']}"}

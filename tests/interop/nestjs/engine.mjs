@@ -3,6 +3,7 @@
 //
 //   env ENGINE_TRANSPORT=redis  ENGINE_REDIS_URL=redis://127.0.0.1:56379/0  ENGINE_PREFIX=durable
 //   env ENGINE_TRANSPORT=pg     ENGINE_PG_DSN=postgresql://...              ENGINE_PREFIX=durable
+//   env ENGINE_TRANSPORT=sqs    ENGINE_SQS_ENDPOINT=http://127.0.0.1:PORT    ENGINE_PREFIX=durable (moto)
 //
 //   {"op":"start","runId":"r1","step":"payments.charge-card","input":{...},"retries":3,"backoff":100}
 //   {"op":"wait","runId":"r1","timeoutMs":30000}  -> {"status","output","error","checkpoints":[...]}
@@ -23,6 +24,15 @@ async function makeTransport() {
     const db = Number((url.pathname || '/0').slice(1) || 0);
     return { transport: new BullMQTransport({ connection: { host: url.hostname, port: Number(url.port), db }, prefix }) };
   }
+  if (kind === 'sqs') {
+    const { SqsTransport } = await import('@dudousxd/nestjs-durable-transport-sqs');
+    const { SQSClient } = await import('@aws-sdk/client-sqs');
+    const client = new SQSClient({
+      endpoint: process.env.ENGINE_SQS_ENDPOINT, region: process.env.AWS_REGION ?? 'us-east-1',
+      credentials: { accessKeyId: 'testing', secretAccessKey: 'testing' },
+    });
+    return { transport: new SqsTransport({ client, prefix, autoCreate: true, waitTimeSeconds: 1 }), sqs: client };
+  }
   const { DataSource } = await import('typeorm');
   const { DbTransport, typeOrmExecutor } = await import('@dudousxd/nestjs-durable-transport-db');
   const ds = new DataSource({ type: 'postgres', url: process.env.ENGINE_PG_DSN });
@@ -30,7 +40,7 @@ async function makeTransport() {
   return { transport: new DbTransport({ executor: typeOrmExecutor(ds), prefix, pollMs: 100 }), ds };
 }
 
-const { transport, ds } = await makeTransport();
+const { transport, ds, sqs } = await makeTransport();
 const store = new InMemoryStateStore();
 // The BullMQ transport is also the control plane: engine.cancel() publishes {kind:'cancel'} on <P>-control.
 const engine = new WorkflowEngine({ store, transport, ...(kind === 'redis' ? { controlPlane: transport } : {}) });
@@ -109,6 +119,7 @@ async function handle(cmd) {
       clearInterval(timers);
       await transport.close?.();
       await ds?.destroy();
+      sqs?.destroy();
       return { ok: true, closing: true };
     default:
       return { error: `unknown op ${cmd.op}` };
