@@ -28,6 +28,7 @@ _COMMANDS = {
     "search-attribute": "sync_worker.cli.operator:search_attribute_group",
     "storage": "sync_worker.cli.operator:storage_group",
     "system": "sync_worker.cli.operator:system_group",
+    "bridge": "sync_worker.cli.operator:bridge_group",
     "celery": "sync_worker_celery.cli:celery_command",
 }
 

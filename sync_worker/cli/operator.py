@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 import click
 
 from ..client.base import segment
-from ._common import Context, command, compact, show_table
+from ._common import Context, command, compact, json_option, show_table
 
 
 @click.group("search-attribute")
@@ -102,3 +102,23 @@ def activity_timeout_pass(ctx: Context, execution_id: Tuple[str, ...], limit: Op
     """Enforce activity timeouts now."""
     ctx.emit(ctx.call("POST", "/system/activity-timeouts/pass",
                       body=compact(execution_ids=list(execution_id) or None, limit=limit)))
+
+
+@click.group("bridge")
+def bridge_group() -> None:
+    """Send bridge-adapter events (webhooks the server turns into workflow commands)."""
+
+
+@command(bridge_group, "webhook")
+@click.argument("adapter")
+@click.option("--action", required=True, help="start_workflow, signal_workflow, ...")
+@click.option("--idempotency-key", required=True, help="A resent event with it is the same event.")
+@click.option("--target", required=True, help="Target JSON object (workflow_type, task_queue, ...).")
+@click.option("--input", "input_json", default=None, help="Input JSON.")
+@click.option("--correlation", default=None, help="Correlation JSON object.")
+def bridge_webhook(ctx: Context, adapter: str, action: str, idempotency_key: str, target: str,
+                   input_json: Optional[str], correlation: Optional[str]) -> None:
+    """Send one webhook event; prints the server's outcome (a rejection exits 2 with its reason)."""
+    body = compact(action=action, idempotency_key=idempotency_key, target=json_option(target, "--target"),
+                   input=json_option(input_json, "--input"), correlation=json_option(correlation, "--correlation"))
+    ctx.emit(ctx.call("POST", f"/bridge-adapters/webhook/{segment(adapter)}", body=body))

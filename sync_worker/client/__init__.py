@@ -14,7 +14,7 @@ threads (and greenlets under gevent)::
 The package has one module per route family: ``workflows``, ``messages`` (signal, query,
 update), ``commands`` (cancel, terminate, repair, redrive, archive), ``activities``,
 ``schedules``, ``namespaces`` (and storage, search attributes), ``task_queues``, ``workers``,
-``system``, ``worker_plane``; ``handles`` and ``results`` hold what they return; ``transport``
+``system``, ``bridge``, ``worker_plane``; ``handles`` and ``results`` hold what they return; ``transport``
 is the only HTTP code.
 """
 
@@ -30,6 +30,7 @@ from .base import (
     PROTOCOL_VERSION,
     SDK_VERSION,
 )
+from .bridge import BridgeMixin
 from .commands import CommandsMixin
 from .handles import ScheduleHandle, StandaloneActivityHandle, WorkflowHandle
 from .messages import MessagesMixin
@@ -67,6 +68,7 @@ from .results import (
     WorkflowRun,
     WorkflowRunList,
 )
+from .results.bridge import BridgeAdapterOutcome
 from .schedules import SchedulesMixin
 from .system import SystemMixin
 from .task_queues import TaskQueuesMixin
@@ -84,6 +86,7 @@ __all__ = [
     "MINIMUM_WORKER_PROTOCOL_VERSION",
     "PROTOCOL_VERSION",
     "SDK_VERSION",
+    "BridgeAdapterOutcome",
     "Client",
     "NamespaceDescription",
     "NamespaceList",
@@ -135,6 +138,7 @@ class Client(
     TaskQueuesMixin,
     WorkersMixin,
     SystemMixin,
+    BridgeMixin,
     WorkerPlane,
 ):
     """Blocking client for the Durable Workflow server (control plane and worker plane).

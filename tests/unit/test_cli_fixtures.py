@@ -22,7 +22,7 @@ from tests._fixtures import fixture_paths, load_fixture
 
 BASE = "http://dw.test"
 FOLDER = "sdk-python/tests/fixtures/control-plane"
-WORKER_PLANE = ("workflow-task.", "query-task.", "activity.", "worker.register", "bridge.")
+WORKER_PLANE = ("workflow-task.", "query-task.", "activity.", "worker.register")
 
 # operation -> our command words
 COMMANDS: Dict[str, List[str]] = {
@@ -53,6 +53,7 @@ COMMANDS: Dict[str, List[str]] = {
     "workflow.query": ["workflow", "query"], "workflow.update": ["workflow", "update"],
     "workflow.cancel": ["workflow", "cancel"], "workflow.terminate": ["workflow", "terminate"],
     "workflow.repair": ["workflow", "repair"], "workflow.archive": ["workflow", "archive"],
+    "bridge.webhook": ["bridge", "webhook"],
 }
 
 

@@ -28,7 +28,7 @@ from tests._fixtures import fixture_paths, load_fixture
 
 BASE = "http://dw.test"
 FOLDER = "sdk-python/tests/fixtures/control-plane"
-WORKER_PLANE = ("workflow-task.", "query-task.", "activity.", "worker.register", "bridge.")
+WORKER_PLANE = ("workflow-task.", "query-task.", "activity.", "worker.register")
 
 
 @dataclass
@@ -52,7 +52,7 @@ def _decode_payloads(value: Any) -> Any:
 
 def _arguments(fixture: Dict[str, Any]) -> Dict[str, Any]:
     sdk = fixture["sdk_python"]
-    return dict(sdk.get("kwargs") or sdk.get("args") or {})
+    return {**(sdk.get("args") or {}), **(sdk.get("kwargs") or {})}
 
 
 def _schedule_kwargs(kwargs: Dict[str, Any]) -> Dict[str, Any]:
@@ -124,6 +124,7 @@ CALLS: Dict[str, Callable[[Client, Dict[str, Any]], Any]] = {
     "workflow.terminate": _positional("terminate_workflow", "workflow_id"),
     "workflow.repair": _positional("repair_workflow", "workflow_id"),
     "workflow.archive": _positional("archive_workflow", "workflow_id"),
+    "bridge.webhook": _positional("send_webhook_bridge_event", "adapter"),
 }
 
 
@@ -272,6 +273,9 @@ SEMANTICS: Dict[str, Callable[[Any, Sent], Dict[str, Any]]] = {
     "workflow.terminate": lambda r, s: {"workflow_id": s.path.split("/")[2], "reason": s.body["reason"]},
     "workflow.repair": lambda r, s: {"workflow_id": r.workflow_id},
     "workflow.archive": lambda r, s: {"workflow_id": r.workflow_id, "reason": s.body["reason"]},
+    "bridge.webhook": lambda r, s: {
+        "adapter": r.adapter, **{k: s.body[k] for k in ("action", "idempotency_key", "target", "input", "correlation")},
+        "accepted": r.accepted, "outcome": r.outcome, "workflow_id": r.workflow_id, "run_id": r.run_id},
 }
 
 _GENERATED = ("request_id",)  # keys our Client adds per call (a fresh command key)
