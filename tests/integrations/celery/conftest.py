@@ -42,6 +42,7 @@ def sample_worker(sample_app: object) -> Iterator[object]:
 
     group = WorkerGroup(sample_app, sample_app.workers_for(  # type: ignore[attr-defined]
         ["proj-default", "proj-routed"], concurrency=8, pool=pool()))
+    assert all(w.backend.name == pool() for w in group.workers)   # the gevent leg really runs on greenlets
     group.start()
     assert group.wait_ready(30), f"workers did not start: {group.errors}"
     yield group

@@ -99,6 +99,8 @@ def test_worker_command_serves_tasks_and_drains_on_sigterm(app, spawn) -> None:
     assert "--without-gossip is accepted and ignored" in text
     assert "-P prefork runs on threads" in text
     assert "pool threads" in text and "deregistered" in text
+    # the core runtime's per-task lines, in Celery's wording
+    assert "Task proj.tasks.add[" in text and "] received" in text and "succeeded in" in text and ": 42" in text
     assert "beat: server schedule celery-beat-add-every-second installed" in text
     assert app.client.describe_schedule("celery-beat-nightly-greeting").spec["cron_expressions"] == ["30 2 * * *"]
 
