@@ -127,3 +127,33 @@ def test_a_paused_queue_hands_out_nothing(client: Any) -> None:
     q.add("task", task(), {"removeOnComplete": True}, NOW())
     assert client.llen(q.key("paused")) == 1 and client.llen(q.key("wait")) == 0
     assert q.fetch("tok", 1000, "w1", NOW()) is None
+
+
+def test_the_worker_in_process_reports_ready_and_stops_clean(client: Any) -> None:
+    """NestjsWorker.run() in a thread: ready/live through status() and the health registry, then a warm stop."""
+    import threading
+
+    from sync_worker import health
+    from sync_worker.nestjs import NestjsWorker, StepWorker
+    from sync_worker.worker.status import WorkerState
+
+    steps = StepWorker()
+    steps.register("probe.echo", lambda data: data)
+    transport = RedisTransport(redis_url() or "", prefix=client.test_prefix)
+    worker = NestjsWorker(steps, transport, concurrency=2, pool="threads", idle_wait=0.2)
+    runner = threading.Thread(target=worker.run, daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 10
+    while worker.state is not WorkerState.RUNNING and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)  # one claim round, so the fetcher has a success on record
+    status = worker.status()
+    assert (status.ready, status.ready_reason, status.live) == (True, "ready", True), status
+    assert status.concurrency is not None and status.concurrency.limit == 2
+    assert health.probe("ready")[0] == 200
+    key = f"{client.test_prefix}-worker-heartbeat:probe.echo:{worker.instance_id}"
+    assert json.loads(client.get(key))["status"]["concurrency"]["limit"] == 2
+    worker.stop()
+    runner.join(10)
+    assert worker.state is WorkerState.STOPPED and not client.exists(key)
+    assert worker not in health.running_workers()  # type: ignore[comparison-overlap]
