@@ -163,9 +163,8 @@ class CanvasWorkflow:
         except Exception as error:
             self.members[node["id"]] = {"state": "FAILURE", "name": node["name"], "error": str(error)}
             for errback in node.get("link_error") or []:
-                try:
-                    yield from self._node(ctx, dict(errback, immutable=True) if errback["kind"] == "task"
-                                          else errback, root, None, False, node["id"])
+                try:  # an errback gets the failed task's id first (Celery's errback(task_id) form)
+                    yield from self._node(ctx, errback, root, node["id"], True, node["id"])
                 except Exception:
                     ctx.logger.warning("errback of %s failed", node["id"])
             raise

@@ -110,6 +110,33 @@ class TestSignals:
         assert retry["request"].retries == 0 and str(retry["reason"]) == "upstream down"
         assert 7 in only_add
 
+    def test_worker_lifecycle_signals(self, sample_app) -> None:
+        from sync_worker_celery.worker import WorkerGroup
+
+        from ._support import pool
+
+        seen: List[Any] = []
+
+        def recorder(name: str) -> Any:
+            return lambda sender=None, **kw: seen.append((name, sender))
+
+        handlers = {name: recorder(name) for name in ("worker_init", "worker_process_init", "worker_ready",
+                                                      "worker_shutting_down", "worker_shutdown")}
+        for name, handler in handlers.items():
+            getattr(signals, name).connect(handler, weak=False)
+        try:
+            group = WorkerGroup(sample_app, sample_app.workers_for(["proj-lifecycle"], pool=pool()))
+            group.start()
+            assert group.wait_ready(30)
+            group.stop()
+            group.join(30)
+        finally:
+            for name, handler in handlers.items():
+                getattr(signals, name).disconnect(handler)
+        assert [name for name, _ in seen] == ["worker_init", "worker_process_init", "worker_ready",
+                                              "worker_shutting_down", "worker_shutdown"]
+        assert dict(seen)["worker_ready"] is group and dict(seen)["worker_process_init"] is None
+
     def test_receiver_errors_are_logged_not_raised(self) -> None:
         signal = signals.Signal("test")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from sync_worker_celery import states
+from sync_worker_celery import signals, states
 from sync_worker_celery.exceptions import MaxRetriesExceededError, TaskRevokedError, TimeLimitExceeded
 from sync_worker_celery.result import AsyncResult
 
@@ -144,6 +144,9 @@ def test_revoke_before_start_and_while_running(sample_app) -> None:
     with pytest.raises(TaskRevokedError):
         queued.get(timeout=5)
 
+    revoked = []
+    signals.task_revoked.connect(lambda sender=None, request=None, terminated=None, **kw:
+                                 revoked.append((sender, request.id, terminated)), weak=False)
     running = sleepy.delay(30)
     wait_for(lambda: running.state == states.STARTED, timeout=15)
     started = time.monotonic()
@@ -152,6 +155,7 @@ def test_revoke_before_start_and_while_running(sample_app) -> None:
     with pytest.raises(TaskRevokedError):
         running.get(timeout=5)
     assert time.monotonic() - started < 10
+    wait_for(lambda: (sleepy, running.id, True) in revoked, timeout=10)   # sent by the worker that stopped it
 
 
 def test_unknown_ids_are_pending(sample_app) -> None:
@@ -163,3 +167,33 @@ def test_expires_revokes_a_task_nobody_started() -> None:
 
     result = add.apply_async((1, 2), queue="nobody-serves-this-either", expires=1)
     wait_for(lambda: result.state == states.REVOKED, timeout=15)
+
+
+def test_rate_limit_is_honoured_per_worker() -> None:
+    from proj.tasks import limited
+
+    started = time.monotonic()
+    results = [limited.delay(i) for i in range(12)]
+    assert [r.get(timeout=30) for r in results] == list(range(12))
+    assert time.monotonic() - started >= 1.5          # 12 tasks at 4/s: the bucket's 4, then 8 more at 4/s
+
+
+def test_link_error_calls_the_errback_with_the_failed_task_id() -> None:
+    from proj.tasks import ERRBACKS, explode, remember_failure
+
+    result = explode.apply_async(("linked",), link_error=remember_failure.s("noted"))
+    with pytest.raises(ValueError, match="linked"):
+        result.get(timeout=30)
+    wait_for(lambda: any(note == "noted" for _, note in ERRBACKS), timeout=15)
+    failed_id, _ = next(entry for entry in ERRBACKS if entry[1] == "noted")
+    assert failed_id.startswith(result.id)
+
+
+def test_an_unimportable_exception_type_comes_back_as_remote_task_error() -> None:
+    from sync_worker_celery.exceptions import RemoteTaskError
+    from sync_worker_celery.result import rebuild_exception
+
+    error = rebuild_exception("GatewayDown", "payments.errors.GatewayDown", "no route", "Traceback ...")
+    assert isinstance(error, RemoteTaskError)
+    assert (error.exc_type, error.message, error.traceback) == ("GatewayDown", "no route", "Traceback ...")
+    assert isinstance(rebuild_exception("KeyError", "builtins.KeyError", "k"), KeyError)

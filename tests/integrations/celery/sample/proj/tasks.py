@@ -95,3 +95,17 @@ def sleepy(seconds):
 @app.task
 def explode(message):
     raise ValueError(message)
+
+
+@app.task(rate_limit="4/s")
+def limited(index):
+    return index
+
+
+ERRBACKS = []
+
+
+@app.task
+def remember_failure(task_id, note):
+    ERRBACKS.append((task_id, note))
+    return task_id
