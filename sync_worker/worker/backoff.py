@@ -22,6 +22,7 @@ __all__ = [
     "LOG_THROTTLE_SECONDS",
     "MAX_CEILING_SECONDS",
     "PollFailureBackoff",
+    "looks_like_proxy_cut",
     "poll_error_summary",
 ]
 
@@ -45,6 +46,20 @@ def poll_error_summary(error: BaseException) -> str:
     if not reason:
         return f"{name}: server returned {error.status}"
     return f"{name}: server returned {error.status} reason={reason[:64]!r}"
+
+
+#: How close to a whole number of seconds a cut must be to look like a proxy timeout.
+ROUND_CUT_TOLERANCE_SECONDS = 0.15
+
+
+def looks_like_proxy_cut(error: BaseException, elapsed: float) -> bool:
+    """A 502/504, or a transport loss (not a refused connection) at a round number of seconds."""
+    if isinstance(error, ServerError):
+        return error.status in (502, 504)
+    if not isinstance(error, TransportError) or error.connect or getattr(error, "deadline_exceeded", False):
+        return False
+    nearest = round(elapsed)
+    return nearest >= 2 and abs(elapsed - nearest) <= ROUND_CUT_TOLERANCE_SECONDS
 
 
 class PollFailureBackoff:
@@ -84,16 +99,15 @@ class PollFailureBackoff:
         self._last_cutoff_at = None
 
     def note_early_cutoff(self, error: BaseException, elapsed: float, wait_seconds: int) -> bool:
-        """Warn when a transport loss, 502 or 504 ended a long poll before its requested wait.
+        """Warn when a proxy seems to have ended a long poll before its requested wait.
 
-        Such a cutoff usually means a proxy or HTTP timeout shorter than the long poll. It
+        Only a 502/504, or a connection cut at a round number of seconds (a proxy's idle
+        timeout), looks like that; a refused connection or a reset at an arbitrary moment (a
+        server restart) does not, and is reported by the ordinary poll-error warning alone. It
         says nothing about whether a task was delivered. Throttled like the failure warning;
         returns whether it was logged.
         """
-        is_cutoff = isinstance(error, TransportError) or (
-            isinstance(error, ServerError) and error.status in (502, 504)
-        )
-        if not is_cutoff or wait_seconds <= 0 or elapsed >= wait_seconds:
+        if wait_seconds <= 0 or elapsed >= wait_seconds or not looks_like_proxy_cut(error, elapsed):
             return False
         now = self._clock()
         if self._last_cutoff_at is not None and now - self._last_cutoff_at < LOG_THROTTLE_SECONDS:

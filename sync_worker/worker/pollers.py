@@ -19,6 +19,7 @@ from ..errors import ServerError, WorkerShutdown
 from .backend import ConcurrencyBackend
 from .backoff import PollFailureBackoff
 from .metrics import POLL_DURATION, POLLS, MetricsRecorder
+from .recovery import ServerContact, unreachable
 from .slots import Slot, SlotPool, admit
 from .status import RoleTracker
 
@@ -57,6 +58,7 @@ class Poller:
         pool: Optional[SlotPool] = None,
         backoff: Optional[PollFailureBackoff] = None,
         wait_seconds: int = 0,
+        contact: Optional[ServerContact] = None,
     ) -> None:
         self.kind = kind
         self.task_queue = task_queue
@@ -69,6 +71,7 @@ class Poller:
         self._pool = pool
         self.backoff = backoff or PollFailureBackoff(kind)
         self.wait_seconds = wait_seconds
+        self._contact = contact
         self.error: Optional[BaseException] = None
         self._tags = {"task_kind": kind, "task_queue": task_queue}
 
@@ -121,9 +124,15 @@ class Poller:
                 if slot is not None:  # do not hold a slot while waiting
                     slot.release()
                     slot = None
-                self._cancel.wait(delay)
+                if self._contact is not None and capacity_delay is None and unreachable(error):
+                    self._contact.trouble()  # the heartbeat probes, and its success wakes this wait
+                    self._contact.wait(delay, self._cancel)
+                else:
+                    self._cancel.wait(delay)
                 return
             self.tracker.request_succeeded()
+            if self._contact is not None and self.backoff.consecutive_failures:
+                self._contact.succeeded()
             self.backoff.reset()
             if task is None:
                 self._count("empty", started)

@@ -341,6 +341,20 @@ def _hub_stall_reason(monitor: Any, stall_seconds: float, tick_age: Optional[flo
     return None if recent is None else str(monitor.describe_stall(float(recent)))
 
 
+#: A long poll sent after the role's last failure, unanswered for this long while the server
+#: answered another role after that failure, is one the server accepted and is holding.
+POLL_ACCEPTED_SECONDS = 0.5
+
+
+def _poll_accepted(role: WorkerRoleStatus, latest_success_age: Optional[float]) -> bool:
+    """Whether a failing poller's in-flight long poll counts as a successful exchange."""
+    in_flight, failed_age = role.in_flight_seconds, role.last_failure_age_seconds
+    if role.role not in ("workflow", "activity", "query") or in_flight is None or failed_age is None:
+        return False
+    return (POLL_ACCEPTED_SECONDS <= in_flight < failed_age and latest_success_age is not None
+            and latest_success_age < failed_age)
+
+
 def _readiness(
     state: WorkerState,
     registered_at: Optional[float],
@@ -354,8 +368,10 @@ def _readiness(
     for role in roles:
         if role.role in pollers and not role.running:
             return False, f"poller_not_running:{role.role}"
+    latest_success = min((r.last_success_age_seconds for r in roles if r.last_success_age_seconds is not None),
+                         default=None)
     for role in roles:
-        if role.consecutive_failures > 0:
+        if role.consecutive_failures > 0 and not _poll_accepted(role, latest_success):
             return False, f"last_exchange_failed:{role.role}"
     for role in roles:
         if role.overdue:

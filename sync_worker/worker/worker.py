@@ -40,6 +40,7 @@ from .interception import checked_interceptors
 from .malformed import reject_malformed
 from .metrics import TASK_DURATION, TASKS, MetricsRecorder, NoopMetrics
 from .pollers import Poller, poll_timeout_seconds
+from .recovery import ServerContact, run_heartbeat
 from .registration import (
     ProcessMetrics,
     registration_body,
@@ -177,6 +178,7 @@ class Worker:
         self._poll_cancel = CancelToken(b.event)
         self._heartbeat_stop = b.event()
         self._heartbeat_cancel = CancelToken(b.event)
+        self._contact = ServerContact(b)
         self._shutdown_started = False
         self._shutdown_done = b.event()
         self._shutdown_error: Optional[BaseException] = None
@@ -449,7 +451,7 @@ class Worker:
             tracker = self._board.add_role(self._tracker(kind, is_poller=True))
             poller = Poller(kind=kind, task_queue=self.task_queue, backend=self.backend, poll=poll,
                             dispatch=dispatch, cancel=self._poll_cancel, tracker=tracker,
-                            metrics=self.metrics, pool=pool, wait_seconds=seconds)
+                            metrics=self.metrics, pool=pool, wait_seconds=seconds, contact=self._contact)
             tracker.started()
             self._pollers.append(poller)
             self._poller_handles.append(self.backend.spawn(f"sync-worker-{kind}-poller", poller.run))
@@ -561,25 +563,14 @@ class Worker:
         self._board.tick(_SUPERVISOR_TICK_SECONDS)
 
     def _heartbeat_loop(self) -> None:
-        tracker = self._heartbeat_role
-        try:
-            while not self._heartbeat_stop.wait(self.heartbeat_interval):
-                tracker.request_started()
-                body = {"worker_id": self.worker_id, "task_slots": self.task_slots(),
-                        "process_metrics": self._process_metrics_sample()}
-                try:
-                    ack = self.client.heartbeat_worker(body, cancel=self._heartbeat_cancel)
-                except WorkerShutdown:
-                    tracker.request_abandoned()
-                    return
-                except Exception as error:
-                    tracker.request_failed(error)
-                    logger.warning("worker heartbeat failed: %s", type(error).__name__)
-                    continue
-                tracker.request_succeeded()
-                self._adopt_heartbeat_interval(ack)
-        finally:
-            tracker.exited()
+        def send() -> Any:
+            body = {"worker_id": self.worker_id, "task_slots": self.task_slots(),
+                    "process_metrics": self._process_metrics_sample()}
+            return self.client.heartbeat_worker(body, cancel=self._heartbeat_cancel)
+
+        run_heartbeat(send=send, interval=lambda: self.heartbeat_interval, stop=self._heartbeat_stop,
+                      cancel=self._heartbeat_cancel, tracker=self._heartbeat_role, contact=self._contact,
+                      on_ack=self._adopt_heartbeat_interval, clock=self.backend.monotonic)
 
     # -- shutdown ----------------------------------------------------------------------------------
 

@@ -250,3 +250,40 @@ def test_failing_workflow_tasks_are_logged_and_explained_by_result(dev_server: D
     warnings = [r.getMessage() for r in caplog.records if "e2e.hardening.bad_result" in r.getMessage()]
     assert len(warnings) == 1, warnings  # once per run and reason, then throttled
     assert "datetime" in warnings[0] and "the run stays open" in warnings[0]
+
+
+def test_readiness_returns_within_seconds_of_the_server(proxied: Tuple[DevServer, FaultProxy]) -> None:
+    _server, proxy = proxied
+    queue = unique_queue("ready")
+    worker = make_worker(Client(proxy.url, timeout=10, connect_timeout=1), task_queue=queue, activities=[record],
+                         workflows=[RecordFlow], poll_timeout=20.0)  # the default 60 s heartbeat interval
+    with RunningWorker(worker) as running:
+        wait_for(lambda: worker.status().ready, timeout=10)
+        proxy.go_down()
+        wait_for(lambda: not worker.status().ready, timeout=10)
+        time.sleep(10.0)  # long enough for every role's back-off to reach 8-16 s
+        proxy.come_up()
+        back = time.monotonic()
+        wait_for(lambda: worker.status().ready, timeout=20, interval=0.1)
+        recovered = time.monotonic() - back
+        assert recovered < 5.0, (recovered, worker.status())
+        assert running.stop() is None
+
+
+def test_a_server_restart_is_not_reported_as_a_proxy_cut(proxied: Tuple[DevServer, FaultProxy],
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    _server, proxy = proxied
+    caplog.set_level(logging.WARNING, logger="sync_worker.worker.poll")
+    queue = unique_queue("restart")
+    worker = make_worker(Client(proxy.url, timeout=10, connect_timeout=1), task_queue=queue, activities=[record],
+                         poll_timeout=20.0)
+    with RunningWorker(worker) as running:
+        wait_for(lambda: worker.status().ready, timeout=10)
+        time.sleep(0.7)  # the polls are held by the server
+        proxy.go_down()  # open polls are cut, new connections refused
+        wait_for(lambda: any("activity poll error" in r.getMessage() for r in caplog.records), timeout=10)
+        time.sleep(1.5)
+        proxy.come_up()
+        wait_for(lambda: worker.status().ready, timeout=10)
+        assert running.stop() is None
+    assert not [r for r in caplog.records if "Check proxy" in r.getMessage()]

@@ -101,9 +101,9 @@ def test_early_cutoff_warning_names_duration_and_wait(caplog: pytest.LogCaptureF
     clock = FakeClock()
     backoff = PollFailureBackoff("workflow", rng=recording_rng([]), clock=clock)
     caplog.set_level(logging.WARNING, logger="sync_worker.worker.poll")
-    assert backoff.note_early_cutoff(TransportError("x"), 3.5, 35)
+    assert backoff.note_early_cutoff(TransportError("x"), 30.04, 35)  # cut at a round 30 s: a proxy timeout
     assert caplog.records[-1].getMessage() == (
-        "Worker long poll /worker/workflow-tasks/poll ended after 3.50s before its configured wait of 35s "
+        "Worker long poll /worker/workflow-tasks/poll ended after 30.04s before its configured wait of 35s "
         "(TransportError). Check proxy and HTTP timeout budgets.")
     clock.now += 61
     assert backoff.note_early_cutoff(ServerError(504, {}), 1.0, 35)
@@ -113,3 +113,17 @@ def test_early_cutoff_warning_names_duration_and_wait(caplog: pytest.LogCaptureF
     assert not backoff.note_early_cutoff(TransportError("x"), 40.0, 35)  # the wait was used up
     assert not backoff.note_early_cutoff(TransportError("x"), 0.1, 0)  # no wait requested
     assert len(caplog.records) == 2
+
+
+def test_server_restarts_are_not_blamed_on_a_proxy(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 9: every server restart logged "Check proxy and HTTP timeout budgets"."""
+    backoff = PollFailureBackoff("activity", rng=recording_rng([]), clock=FakeClock())
+    caplog.set_level(logging.WARNING, logger="sync_worker.worker.poll")
+    refused = TransportError("x", connect=True)
+    assert not backoff.note_early_cutoff(refused, 10.0, 35)  # connection refused: the server is down
+    assert not backoff.note_early_cutoff(TransportError("x"), 2.27, 35)  # reset at an arbitrary moment
+    assert not backoff.note_early_cutoff(TransportError("x"), 0.4, 35)
+    assert caplog.records == []
+    assert backoff.note_early_cutoff(ServerError(502, {}), 2.27, 35)  # a gateway said so
+    backoff.reset()
+    assert backoff.note_early_cutoff(TransportError("x"), 9.93, 35)  # cut at ~10 s
