@@ -43,7 +43,7 @@ log = logging.getLogger("sync_worker.devserver")
               help="Namespace to serve (repeatable).")
 @click.option("--workflow-timeouts/--no-workflow-timeouts", default=True, show_default=True,
               help="Enforce workflow run/execution timeouts (the SDK always sends 600 s / 3600 s).")
-@click.option("--log-level", default="INFO", show_default=True,
+@click.option("-l", "--loglevel", "--log-level", "log_level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 def devserver_command(host: str, port: int, db: str, token: Optional[str], worker_token: Optional[str],
                       control_token: Optional[str], workflow_task_lease: float, activity_task_lease: float,

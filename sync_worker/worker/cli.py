@@ -108,17 +108,37 @@ def load_worker(
     token: Optional[str] = None,
     namespace: Optional[str] = None,
     pool: Optional[str] = None,
+    explicit: Optional[Mapping[str, Any]] = None,
 ) -> Worker:
     """Resolve ``MODULE:ATTR`` to a Worker (the attribute itself, or what its factory returns).
 
     A factory receives, by parameter name, any of ``client``, ``task_queue``,
     ``concurrency`` and ``pool`` it declares. With ``pool``, the worker must run on it.
+    ``--server-url``/``--token``/``--namespace`` (``explicit``: those given on the command line)
+    are refused for a ready-made Worker or a factory without ``client``: they would be ignored.
     """
     value = _import_target(target)
-    if not isinstance(value, Worker):
-        if not callable(value):
-            raise click.UsageError(f"{target} is neither a Worker nor a factory returning one")
+    given = explicit or {}
+    connection_flags = [flag for flag, key in (("--server-url", "server_url"), ("--token", "token"),
+                                               ("--namespace", "namespace")) if given.get(key)]
+    if isinstance(value, Worker):
+        if connection_flags:
+            raise click.UsageError(
+                f"{target} is a ready-made Worker with its own Client ({value.client!r}); "
+                f"{'/'.join(connection_flags)} would be ignored. Drop them, or make {target} a factory "
+                "that takes a 'client' parameter so the command line can choose the server")
+    else:
+        kind = _not_a_worker(value)
+        if kind is not None:
+            raise click.UsageError(
+                f"{target} is {kind}, not a Worker. Build one in your module, e.g. "
+                "worker = Worker(Client(...), task_queue='...', activities=[...], workflows=[...]), "
+                "or a factory def make_worker(client, task_queue): ..., and run that")
         params = inspect.signature(value).parameters
+        if connection_flags and "client" not in params:
+            raise click.UsageError(
+                f"{target} takes no 'client' parameter, so {'/'.join(connection_flags)} would be ignored; "
+                "add a 'client' parameter to the factory or drop the flags")
         kwargs: Dict[str, Any] = {}
         if "client" in params:
             kwargs["client"] = _make_client(server_url, token, namespace)
@@ -128,7 +148,12 @@ def load_worker(
             kwargs["concurrency"] = concurrency
         if "pool" in params and pool:
             kwargs["pool"] = pool
-        value = value(**kwargs)
+        try:
+            value = value(**kwargs)
+        except click.ClickException:
+            raise
+        except Exception as error:
+            raise click.UsageError(f"{target}(...) raised {type(error).__name__}: {error}") from error
         if not isinstance(value, Worker):
             raise click.UsageError(f"{target} returned {type(value).__name__}, not a Worker")
     if task_queue and value.task_queue != task_queue:
@@ -144,6 +169,17 @@ def load_worker(
     if concurrency:
         value._set_activity_concurrency(concurrency)
     return value
+
+
+def _not_a_worker(value: Any) -> Optional[str]:
+    """What ``value`` is, when it is a well-known thing that is not a Worker factory."""
+    if getattr(value, "__activity_name__", None):
+        return f"the activity {value.__activity_name__!r}"
+    if getattr(value, "__workflow_name__", None):
+        return f"the workflow {value.__workflow_name__!r}"
+    if not callable(value):
+        return f"a {type(value).__name__}, neither a Worker nor a factory returning one"
+    return None
 
 
 class _Concurrency(click.ParamType):  # type: ignore[type-arg]  # generic only in click >= 8.2
@@ -195,7 +231,11 @@ def _autoscale(value: Optional[str]) -> Optional[Dict[str, int]]:
 @click.option("-P", "--pool", envvar=POOL_ENV, default=None,
               help="Concurrency pool: threads or gevent (env SYNC_WORKER_POOL; default: gevent in a "
                    "monkey-patched process, else threads).")
-@click.option("-l", "--loglevel", default="INFO", show_default=True, help="Logging level.")
+@click.option("-l", "--loglevel", "--log-level", "loglevel", default="INFO", show_default=True,
+              help="Logging level (DEBUG, INFO, WARNING, ERROR); the same -l/--loglevel on every command.")
+@click.option("--max-startup-wait", default=60.0, show_default=True, type=click.FloatRange(min=0.0),
+              help="Seconds to keep retrying discovery and registration while the server is unreachable or "
+                   "refuses the credentials (0: exit at the first failure).")
 @click.option("--server-url", envvar="DURABLE_WORKFLOW_SERVER_URL", default=None,
               help="Server origin (env DURABLE_WORKFLOW_SERVER_URL).")
 @click.option("--token", envvar="DURABLE_WORKFLOW_AUTH_TOKEN", default=None,
@@ -203,8 +243,8 @@ def _autoscale(value: Optional[str]) -> Optional[Dict[str, int]]:
 @click.option("--namespace", envvar="DURABLE_WORKFLOW_NAMESPACE", default=None,
               help="Namespace (env DURABLE_WORKFLOW_NAMESPACE).")
 def run_command(target: str, task_queue: Optional[str], concurrency: Union[int, str, None],
-                autoscale: Optional[str], pool: Optional[str], loglevel: str, server_url: Optional[str],
-                token: Optional[str], namespace: Optional[str]) -> None:
+                autoscale: Optional[str], pool: Optional[str], loglevel: str, max_startup_wait: float,
+                server_url: Optional[str], token: Optional[str], namespace: Optional[str]) -> None:
     """Run the worker TARGET (MODULE:ATTR: a Worker, or a factory returning one) until signalled."""
     bounds = _autoscale(autoscale)
     if bounds is not None and concurrency is not None:
@@ -222,14 +262,26 @@ def run_command(target: str, task_queue: Optional[str], concurrency: Union[int, 
     # A Worker built while the target is imported follows -P (its default pool reads the env).
     previous = os.environ.get(POOL_ENV)
     os.environ[POOL_ENV] = pool
+    ctx = click.get_current_context()
+    # Connection flags given only by the environment never conflict with a ready-made Worker.
+    explicit = {name: value for name, value in (("server_url", server_url), ("token", token),
+                                                 ("namespace", namespace))
+                if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
     try:
-        worker = load_worker(target, task_queue=task_queue, concurrency=chosen, server_url=server_url,
-                             token=token, namespace=namespace, pool=pool)
+        worker = load_worker(target, task_queue=task_queue, concurrency=chosen, pool=pool,
+                             server_url=server_url, token=token, namespace=namespace, explicit=explicit)
     finally:
         if previous is None:
             os.environ.pop(POOL_ENV, None)
         else:
             os.environ[POOL_ENV] = previous
+    worker.max_startup_wait = max_startup_wait
+    logger.info("sync-worker %s: server %s, namespace %r, task queue %r, pool %s, slots %s workflow / %s activity, "
+                "%d workflow and %d activity type(s); start-up waits up to %g s for the server",
+                worker.worker_id, getattr(worker.client, "base_url", "?"), getattr(worker.client, "namespace", "?"),
+                worker.task_queue, worker.backend.name, worker.max_concurrent_workflow_tasks,
+                worker.max_concurrent_activity_tasks, len(worker.workflows), len(worker.activities),
+                max_startup_wait)
     sys.exit(serve(worker))
 
 

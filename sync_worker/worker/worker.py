@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import activity as activity_api
 from .. import health
@@ -50,6 +50,7 @@ from .registration import (
 )
 from .run_until import wait_until_terminal
 from .slots import Slot, SlotPool
+from .startup import retry_startup
 from .status import (
     DEFAULT_EVENT_LOOP_STALL_SECONDS,
     RoleTracker,
@@ -106,6 +107,7 @@ class Worker:
         max_concurrent_activity_tasks: ConcurrencyOption = 10,
         shutdown_timeout: float = 30.0,
         heartbeat_interval: float = 60.0,
+        max_startup_wait: float = 0.0,
         metrics: Optional[MetricsRecorder] = None,
         interceptors: Sequence[WorkerInterceptor] = (),
         pool: Optional[str] = None,
@@ -121,6 +123,8 @@ class Worker:
         self.poll_timeout = float(poll_timeout)
         self.shutdown_timeout = float(shutdown_timeout)
         self.heartbeat_interval = float(heartbeat_interval)
+        #: Seconds start-up retries discovery and registration (0: one attempt); ``--max-startup-wait``.
+        self.max_startup_wait = max(0.0, float(max_startup_wait))
         self.max_concurrent_workflow_tasks = int(max_concurrent_workflow_tasks)
         self.activity_concurrency = resolve_concurrency(max_concurrent_activity_tasks)
         self.max_concurrent_activity_tasks = self.activity_concurrency.capacity
@@ -391,38 +395,9 @@ class Worker:
         tracker = self._registration_role
         tracker.request_started()
         try:
-            try:
-                self.client.validate_worker_compatibility(refresh=True)
-            except RuntimeError:
-                raise
-            except Exception as error:
-                raise RuntimeError(
-                    f"Server compatibility error: unable to read /api/cluster/info: {type(error).__name__}"
-                ) from error
-            capabilities: Mapping[str, Any] = self.client.server_capabilities() or {}
-            fencing = capabilities.get("worker_deregistration_fencing")
-            fenced = fencing is True or (isinstance(fencing, Mapping) and fencing.get("supported") is True)
-            self._query_enabled = bool(self.workflows) and capabilities.get("query_tasks") is True
-            contracts = self.workflows.command_contracts()
-            body = registration_body(
-                worker_id=self.worker_id,
-                task_queue=self.task_queue,
-                workflow_types=self.workflows.names(),
-                activity_types=list(self.activities),
-                fingerprints=self.workflows.fingerprints(),
-                command_contracts=contracts,
-                capabilities=worker_capabilities(
-                    has_workflows=bool(self.workflows), server_capabilities=capabilities,
-                    workflow_capabilities=workflow_package_capabilities(),
-                    has_updates=self.workflows.has_updates(contracts),
-                ),
-                build_id=self.build_id,
-                max_concurrent_workflow_tasks=self.max_concurrent_workflow_tasks,
-                max_concurrent_activity_tasks=self.max_concurrent_activity_tasks,
-                task_slots=self.task_slots(),
-                process_metrics=self._process_metrics_sample(),
-            )
-            ack = self.client.register_worker(body)
+            ack, fenced = retry_startup(
+                self._discover_and_register, url=str(getattr(self.client, "base_url", "the server")),
+                max_wait=self.max_startup_wait, clock=self.backend.monotonic, wait=self._stop_requested.wait)
         except BaseException as error:
             tracker.request_failed(error)
             raise
@@ -435,6 +410,34 @@ class Worker:
         self._adopt_heartbeat_interval(ack)
         tracker.request_succeeded()
         self._board.registered()
+
+    def _discover_and_register(self) -> Tuple[Any, bool]:
+        """One start-up attempt: read and check cluster info, then register; ``(ack, fenced)``."""
+        self.client.validate_worker_compatibility(refresh=True)
+        capabilities: Mapping[str, Any] = self.client.server_capabilities() or {}
+        fencing = capabilities.get("worker_deregistration_fencing")
+        fenced = fencing is True or (isinstance(fencing, Mapping) and fencing.get("supported") is True)
+        self._query_enabled = bool(self.workflows) and capabilities.get("query_tasks") is True
+        contracts = self.workflows.command_contracts()
+        body = registration_body(
+            worker_id=self.worker_id,
+            task_queue=self.task_queue,
+            workflow_types=self.workflows.names(),
+            activity_types=list(self.activities),
+            fingerprints=self.workflows.fingerprints(),
+            command_contracts=contracts,
+            capabilities=worker_capabilities(
+                has_workflows=bool(self.workflows), server_capabilities=capabilities,
+                workflow_capabilities=workflow_package_capabilities(),
+                has_updates=self.workflows.has_updates(contracts),
+            ),
+            build_id=self.build_id,
+            max_concurrent_workflow_tasks=self.max_concurrent_workflow_tasks,
+            max_concurrent_activity_tasks=self.max_concurrent_activity_tasks,
+            task_slots=self.task_slots(),
+            process_metrics=self._process_metrics_sample(),
+        )
+        return self.client.register_worker(body), fenced
 
     def _adopt_heartbeat_interval(self, ack: Any) -> None:
         if isinstance(ack, Mapping):

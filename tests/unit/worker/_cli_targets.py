@@ -28,3 +28,7 @@ def factory(client: Any, task_queue: str, concurrency: int = 1) -> Worker:
 
 def bad_factory() -> str:
     return "nope"
+
+
+def raising_factory(client: Any) -> Worker:
+    raise RuntimeError("settings not configured")

@@ -1,0 +1,92 @@
+"""``sync-worker run`` start-up as real processes (issue 9): it waits for a server that is not up
+yet (``--max-startup-wait``), names the URL and the cause when it gives up (connection refused,
+HTTP 401 "check the token"), and prints where it connects at start-up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import List
+
+from sync_worker.client import Client
+from sync_worker.devserver import DevServer
+
+from ._worker_support import unique_queue, wait_for
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(url: str, queue: str, *extra: str, token: str = "") -> "subprocess.Popen[str]":
+    env = dict(os.environ, DURABLE_WORKFLOW_SERVER_URL=url,
+               PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+    env.pop("DURABLE_WORKFLOW_AUTH_TOKEN", None)
+    if token:
+        env["DURABLE_WORKFLOW_AUTH_TOKEN"] = token
+    return subprocess.Popen(
+        [sys.executable, "-m", "sync_worker.cli", "run", "tests.e2e._signal_app:make_worker", "-Q", queue,
+         "--loglevel", "INFO", *extra],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _finish(process: "subprocess.Popen[str]", timeout: float = 30) -> "tuple[int, str]":
+    try:
+        out = process.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out = process.communicate()[0]
+        raise AssertionError(f"worker did not exit within {timeout}s:\n{out}")
+    return process.returncode, out
+
+
+def test_gives_up_after_max_startup_wait_naming_url_and_cause() -> None:
+    url = f"http://127.0.0.1:{_free_port()}"
+    started = time.monotonic()
+    code, out = _finish(_start(url, unique_queue("startup"), "--max-startup-wait", "3"))
+    elapsed = time.monotonic() - started
+    assert code == 1, out
+    assert 2.0 <= elapsed < 20, elapsed  # it waited, instead of exiting at once
+    assert f"unable to read {url}/api/cluster/info" in out, out
+    assert "connection refused" in out and "gave up after" in out, out
+    assert "cannot start yet: connection refused" in out, out  # logged while retrying
+    assert "TransportError" not in out.splitlines()[-1]
+
+
+def test_a_wrong_token_says_check_the_token() -> None:
+    with DevServer(token="right") as server:
+        code, out = _finish(_start(server.url, unique_queue("token"), "--max-startup-wait", "0", token="wrong"))
+    assert code == 1, out
+    assert "HTTP 401" in out and "check the token" in out, out
+
+
+def test_waits_for_a_server_that_comes_up_later_and_prints_where_it_connects() -> None:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    queue = unique_queue("later")
+    process = _start(url, queue, "--max-startup-wait", "60")
+    servers: List[DevServer] = []
+    try:
+        time.sleep(3.0)  # the worker starts first and keeps trying
+        assert process.poll() is None, process.communicate()[0]
+        servers.append(DevServer(port=port).start())
+        client = Client(url)
+        wait_for(lambda: client.list_workers(task_queue=queue)["workers"], timeout=40, interval=0.2)
+        process.send_signal(signal.SIGTERM)
+        code, out = _finish(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for server in servers:
+            server.stop()
+    assert code == 0, out
+    assert f"server {url}, namespace 'default', task queue '{queue}', pool threads" in out, out
+    assert "cannot start yet: connection refused" in out, out
