@@ -26,7 +26,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start(url: str, queue: str, *extra: str, token: str = "") -> "subprocess.Popen[str]":
+def _start(url: str, queue: str, *extra: str, token: str = "") -> subprocess.Popen[str]:
     env = dict(os.environ, DURABLE_WORKFLOW_SERVER_URL=url,
                PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
     env.pop("DURABLE_WORKFLOW_AUTH_TOKEN", None)
@@ -38,7 +38,7 @@ def _start(url: str, queue: str, *extra: str, token: str = "") -> "subprocess.Po
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def _finish(process: "subprocess.Popen[str]", timeout: float = 30) -> "tuple[int, str]":
+def _finish(process: subprocess.Popen[str], timeout: float = 30) -> tuple[int, str]:
     try:
         out = process.communicate(timeout=timeout)[0]
     except subprocess.TimeoutExpired:
