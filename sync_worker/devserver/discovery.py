@@ -40,6 +40,15 @@ def control_plane_features() -> Dict[str, Any]:
                       "operations": ["list", "describe", "create", "update", "pause", "resume", "trigger",
                                      "backfill", "delete", "history"], "catch_up": "none"},
         "workflow_update_request_id": {"supported": True, "repeat": "returns_original"},
+        "task_queues": {"supported": True, "operations": ["list", "describe", "build_ids", "drain", "promote",
+                                                          "resume"], "build_id_routing": False},
+        "worker_records": {"supported": True, "operations": ["list", "describe", "deregister"]},
+        "search_attributes": {"supported": True, "operations": ["list", "create", "delete"],
+                              "enforced_on_upsert": False},
+        "history_export": {"supported": True, "schema": "durable-workflow.v2.history-export",
+                           "canonicalization": "json-recursive-ksort-v1", "checksum_algorithm": "sha256"},
+        "workflow_repair": {"supported": True},
+        "workflow_archive": {"supported": True},
     }
 
 

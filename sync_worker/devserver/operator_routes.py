@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Tuple
 
-from . import namespaces, schedules
+from . import maintenance, namespaces, schedules, search_attributes, task_queues
 
 if TYPE_CHECKING:
     from .routes import Request, Routes
@@ -70,6 +70,74 @@ def _schedule(op: str) -> Handler:
     return handler
 
 
+# -- task queues, search attributes, export and maintenance ------------------------------------
+def _tq_list(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: task_queues.list_queues(r.engine, req.namespace))
+
+
+def _tq_describe(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: task_queues.describe(r.engine, req.namespace, req.params["queue"]))
+
+
+def _tq_build_ids(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: task_queues.build_ids(r.engine, req.namespace, req.params["queue"]))
+
+
+def _tq_rollout(action: str) -> Handler:
+    def handler(r: Routes, req: Request) -> Tuple[int, Any]:
+        return _tx(r, lambda: task_queues.set_rollout(r.engine, req.namespace, req.params["queue"], action,
+                                                      req.body))
+    return handler
+
+
+def _sa_list(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: search_attributes.list_attributes(r.engine, req.namespace))
+
+
+def _sa_create(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: search_attributes.create(r.engine, req.namespace, req.body), 201)
+
+
+def _sa_delete(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: search_attributes.delete(r.engine, req.namespace, req.params["name"]))
+
+
+def _export(r: Routes, req: Request) -> Tuple[int, Any]:
+    p = req.params
+    return _tx(r, lambda: maintenance.export(r.engine, req.namespace, p["workflow_id"], p["run_id"]))
+
+
+def _repair(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: maintenance.repair(r.engine, req.namespace, req.params["workflow_id"]))
+
+
+def _archive(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: maintenance.archive(r.engine, req.namespace, req.params["workflow_id"], req.body))
+
+
+def _redrive(r: Routes, req: Request) -> Tuple[int, Any]:
+    p = req.params
+    return _tx(r, lambda: maintenance.redrive(r.engine, req.namespace, p["workflow_id"], p["run_id"]))
+
+
+_TQ = "/api/task-queues/(?P<queue>[^/]+)"
+_WF = "/api/workflows/(?P<workflow_id>[^/]+)"
+_OPS: List[Tuple[str, str, Handler]] = [
+    ("GET", "/api/task-queues", _tq_list),
+    ("GET", _TQ, _tq_describe),
+    ("GET", _TQ + "/build-ids", _tq_build_ids),
+    ("POST", _TQ + "/build-ids/drain", _tq_rollout("drain")),
+    ("POST", _TQ + "/build-ids/promote", _tq_rollout("promote")),
+    ("POST", _TQ + "/build-ids/resume", _tq_rollout("resume")),
+    ("GET", "/api/search-attributes", _sa_list),
+    ("POST", "/api/search-attributes", _sa_create),
+    ("DELETE", "/api/search-attributes/(?P<name>[^/]+)", _sa_delete),
+    ("GET", _WF + "/runs/(?P<run_id>[^/]+)/history/export", _export),
+    ("POST", _WF + "/repair", _repair),
+    ("POST", _WF + "/archive", _archive),
+    ("POST", _WF + "/runs/(?P<run_id>[^/]+)/redrive", _redrive),
+]
+
 _NAME = "(?P<name>[^/]+)"
 _SCHEDULE = "/api/schedules/(?P<schedule_id>[^/]+)"
 
@@ -90,4 +158,5 @@ ROUTES: List[Tuple[str, str, Handler]] = [
     ("POST", _SCHEDULE + "/trigger", _schedule("trigger")),
     ("POST", _SCHEDULE + "/backfill", _schedule("backfill")),
     ("GET", _SCHEDULE + "/history", _schedule("history")),
+    *_OPS,
 ]

@@ -272,7 +272,8 @@ def _start(engine: Engine, row: Row, occurrence: Optional[float], policy: str, o
                               "timezone": row["spec"].get("timezone", "UTC"), "overlap_policy": policy,
                               "trigger_number": trigger_number}
     audit: Dict[str, Any] = {"workflow_instance_id": workflow_id, "workflow_run_id": run_id, "outcome": outcome,
-                             "effective_overlap_policy": policy, "trigger_number": trigger_number}
+                             "effective_overlap_policy": policy, "overlap_policy": policy,
+                             "trigger_number": trigger_number}
     recent: Dict[str, Any] = {"workflow_id": workflow_id, "run_id": run_id, "outcome": outcome, "fired_at": iso(ts)}
     if occurrence is not None:
         marker["occurrence_time"] = audit["occurrence_time"] = recent["occurrence_time"] = iso(occurrence)

@@ -33,6 +33,7 @@ def view(engine: Engine, worker: Row) -> Dict[str, Any]:
     out = {k: worker.get(k) for k in fields}
     out.update({"status": _status(engine, worker), "registered_at": iso(worker["registered_at"]),
                 "last_heartbeat_at": iso(worker.get("last_heartbeat_at")),
+                "updated_at": iso(worker.get("last_heartbeat_at") or worker["registered_at"]),
                 "heartbeat_interval_seconds": engine.config.heartbeat_interval_seconds,
                 "stale_after_seconds": engine.config.stale_after_seconds})
     return out
