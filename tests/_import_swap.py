@@ -9,21 +9,30 @@ from __future__ import annotations
 import sys
 import types
 from pathlib import Path
+from typing import Tuple, Union
 
 SDK_IMPORT = "from durable_workflow import activity, workflow"
 OUR_IMPORT = "from sync_worker import activity, workflow"
 
 
-def load_with_sync_worker_imports(sdk_module: types.ModuleType) -> types.ModuleType:
-    """Exec ``sdk_module``'s source, with its one SDK import line replaced, into a fresh module."""
-    source = Path(sdk_module.__file__ or "").read_text(encoding="utf-8")
-    assert source.count(SDK_IMPORT) == 1, f"{sdk_module.__name__} must hold exactly one line {SDK_IMPORT!r}"
-    name = f"{sdk_module.__name__}__sync_worker"
+def load_with_sync_worker_imports(sdk_module: Union[types.ModuleType, Tuple[str, Path]]) -> types.ModuleType:
+    """Exec an SDK-authored module's source, with its one SDK import line replaced, into a fresh module.
+
+    ``sdk_module`` is the imported module, or ``(module name, path)`` of its file, so the
+    sync_worker side loads it where the published SDK is not installed.
+    """
+    if isinstance(sdk_module, tuple):
+        module_name, path = sdk_module
+    else:
+        module_name, path = sdk_module.__name__, Path(sdk_module.__file__ or "")
+    source = path.read_text(encoding="utf-8")
+    assert source.count(SDK_IMPORT) == 1, f"{module_name} must hold exactly one line {SDK_IMPORT!r}"
+    name = f"{module_name}__sync_worker"
     module = types.ModuleType(name)
-    module.__file__ = sdk_module.__file__
+    module.__file__ = str(path)
     sys.modules[name] = module  # introspection (annotations, fingerprints) resolves the module by name
     try:
-        exec(compile(source.replace(SDK_IMPORT, OUR_IMPORT), f"{sdk_module.__file__} (import swapped)", "exec"),
+        exec(compile(source.replace(SDK_IMPORT, OUR_IMPORT), f"{path} (import swapped)", "exec"),
              module.__dict__)
     except BaseException:
         sys.modules.pop(name, None)

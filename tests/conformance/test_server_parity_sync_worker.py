@@ -24,7 +24,6 @@ from sync_worker.devserver import DevServer
 from sync_worker.worker import Worker
 from tests._fixtures import fixture_paths, fixtures_dir, load_fixture, with_signal_cursor
 from tests._import_swap import load_with_sync_worker_imports
-from tests.conformance import _parity_workflows
 from tests.e2e._worker_support import RunningWorker
 
 PARITY_DIR = "server-index/tests/Fixtures/ServerParity"
@@ -33,7 +32,9 @@ TERMINAL = ("completed", "failed", "cancelled", "terminated", "timed_out")
 
 
 # The parity workflows and activities: the SDK-authored source, with only its import line swapped.
-PARITY = load_with_sync_worker_imports(_parity_workflows)
+# The SDK-authored parity workflows, loaded by path with the import swapped (the SDK need not be installed).
+PARITY = load_with_sync_worker_imports(
+    ("tests.conformance._parity_workflows", Path(__file__).with_name("_parity_workflows.py")))
 SIGNAL_NAME: str = PARITY.SIGNAL_NAME
 STREAM_NAME: str = PARITY.STREAM_NAME
 WORKFLOWS: List[Any] = PARITY.WORKFLOWS
