@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import sysconfig
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -38,6 +39,9 @@ _REQUIRED_PATCHES = ("socket", "threading", "time", "select", "ssl")
 # Packages whose own references to originals are intentional (gevent keeps them to do its job).
 _IGNORED_PACKAGES = {"gevent", "greenlet", "_pytest", "pytest", "sync_worker"}
 # The standard library's own early references are gevent's business; report third-party and app code.
+_STDLIB_NAMES_KNOWN = hasattr(sys, "stdlib_module_names")  # Python 3.10+
+_STDLIB_FOLDERS = tuple(sorted({os.path.realpath(sysconfig.get_paths()[key]) + os.sep
+                                for key in ("stdlib", "platstdlib")}))
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {
     "functools", "reprlib", "tempfile", "socket", "ssl", "select", "selectors", "time", "threading", "os",
     "signal", "subprocess", "queue", "logging", "concurrent", "multiprocessing", "http", "urllib", "asyncio",
@@ -105,6 +109,8 @@ def late_patch_report() -> List[str]:
         top = module_name.split(".")[0]
         if module is None or top in _IGNORED_PACKAGES or top in _STDLIB or top in sys.builtin_module_names:
             continue
+        if not _STDLIB_NAMES_KNOWN and _in_stdlib_folder(module):
+            continue
         namespace = getattr(module, "__dict__", None)
         if not isinstance(namespace, dict):
             continue
@@ -136,6 +142,16 @@ class GreenletHandle:
     def kill(self, block: bool = False) -> None:
         """Raise ``GreenletExit`` in the greenlet at its next cooperative point (cold stop)."""
         self._greenlet.kill(block=block)
+
+
+def _in_stdlib_folder(module: Any) -> bool:
+    """Python 3.9 has no ``sys.stdlib_module_names``: a module file under the standard library's
+    folders (``lib-dynload`` included), outside site-packages, is the standard library's."""
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str):
+        return False
+    real = os.path.realpath(path)
+    return "site-packages" not in real and "dist-packages" not in real and real.startswith(_STDLIB_FOLDERS)
 
 
 # One scan per set of loaded modules: workers built again in the same process do not rescan.
