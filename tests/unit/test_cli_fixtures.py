@@ -20,7 +20,6 @@ from click.testing import CliRunner
 from sync_worker.cli import main
 from tests._fixtures import fixture_paths, load_fixture
 
-
 BASE = "http://dw.test"
 FOLDER = "sdk-python/tests/fixtures/control-plane"
 WORKER_PLANE = ("workflow-task.", "query-task.", "activity.", "worker.register")
