@@ -5,6 +5,9 @@ What lives here:
 * one ``requests.Session`` per :class:`Transport`, with a connection pool sized for the
   caller's concurrency (pollers plus slots), so a busy worker never sees urllib3's
   "connection pool is full, discarding connection";
+* fork safety: a forked child gets a fresh session and pool for every transport it inherited
+  (``os.register_at_fork``), so a pre-fork (``--preload``) client never shares a socket with
+  its parent;
 * connect and read timeouts per request (a long poll reads longer than the server holds it);
 * abortable requests: a :class:`~sync_worker.cancel.CancelToken` shuts down the socket of the
   request in flight, so a thread blocked in a long poll returns at once on shutdown;
@@ -21,11 +24,13 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import os
 import random
 import select
 import socket
 import sys
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
@@ -242,6 +247,16 @@ class Transport:
         self._session.trust_env = False
         self._capacity_lock = threading.Lock()
         self._mount(self.max_connections)
+        self.pid = os.getpid()
+        _live_transports.add(self)
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: drop the inherited session unclosed (its sockets are the parent's)."""
+        self._session = requests.Session()
+        self._session.trust_env = False
+        self._capacity_lock = threading.Lock()
+        self._mount(self.max_connections)
+        self.pid = os.getpid()
 
     def _mount(self, size: int) -> None:
         adapter = _Adapter(pool_connections=4, pool_maxsize=size, max_retries=0)
@@ -401,6 +416,18 @@ def _deadline_error(route: str, budget: float) -> errors.TransportError:
                                   timeout=True)
     error.deadline_exceeded = True
     return error
+
+
+_live_transports: weakref.WeakSet[Transport] = weakref.WeakSet()
+
+
+def _reset_transports_after_fork() -> None:
+    for transport in list(_live_transports):
+        transport._reset_after_fork()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_reset_transports_after_fork)
 
 
 def _dumps(value: Any) -> bytes:

@@ -1,0 +1,122 @@
+"""Turning a worker factory into Workers built in *this* process.
+
+A factory is a ``Worker``, a callable returning a Worker or a sequence of Workers (one per
+task queue), or the ``"module:attr"`` name of either. A callable receives, by parameter name,
+any of ``client`` (built here from the ``DURABLE_WORKFLOW_*`` environment, the same variables
+``sync-worker run`` reads), ``concurrency`` and ``pool`` that it declares. It is called after
+the fork, in the process that runs the workers, so every Client and HTTP pool it builds
+belongs to that process.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+from ..worker import Worker
+from .errors import EmbedConfigError
+
+__all__ = ["FactorySpec", "SERVER_URL_ENV", "build_workers", "client_from_environment", "resolve_factory"]
+
+SERVER_URL_ENV = "DURABLE_WORKFLOW_SERVER_URL"
+AUTH_TOKEN_ENV = "DURABLE_WORKFLOW_AUTH_TOKEN"
+NAMESPACE_ENV = "DURABLE_WORKFLOW_NAMESPACE"
+
+#: What :func:`sync_worker.embed.start` accepts as its factory.
+FactorySpec = Union[str, Worker, Callable[..., Any]]
+
+
+def resolve_factory(spec: FactorySpec) -> Union[Worker, Callable[..., Any]]:
+    """The Worker or callable named by ``spec`` (imported when it is a ``"module:attr"`` string)."""
+    if isinstance(spec, Worker) or (callable(spec) and not isinstance(spec, str)):
+        return spec
+    if not isinstance(spec, str):
+        raise EmbedConfigError(f"a worker factory must be 'module:attr', a Worker or a callable, not {spec!r}")
+    module_name, sep, attribute = spec.strip().partition(":")
+    if not sep or not module_name or not attribute:
+        raise EmbedConfigError(f"SYNC_WORKER_FACTORY must look like 'module:attr', got {spec!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise EmbedConfigError(f"cannot import worker factory module {module_name!r}: {error}") from error
+    value: Any = module
+    for part in attribute.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise EmbedConfigError(f"module {module_name!r} has no attribute {attribute!r}") from None
+    if not isinstance(value, Worker) and not callable(value):
+        raise EmbedConfigError(f"{spec} is neither a Worker nor a factory returning Workers")
+    return value  # type: ignore[no-any-return]
+
+
+def client_from_environment(environ: Optional[Mapping[str, str]] = None) -> Any:
+    """A Client for ``DURABLE_WORKFLOW_SERVER_URL`` / ``_AUTH_TOKEN`` / ``_NAMESPACE``."""
+    env = os.environ if environ is None else environ
+    url = env.get(SERVER_URL_ENV)
+    if not url:
+        raise EmbedConfigError(f"no server URL: set {SERVER_URL_ENV} (and {AUTH_TOKEN_ENV}, {NAMESPACE_ENV} "
+                               "if the server needs them), or let the factory build its own Client")
+    from ..client import Client
+
+    return Client(url, token=env.get(AUTH_TOKEN_ENV) or None, namespace=env.get(NAMESPACE_ENV) or "default")
+
+
+def build_workers(
+    spec: FactorySpec,
+    *,
+    concurrency: int,
+    pool: str,
+    client_factory: Callable[[], Any] = client_from_environment,
+) -> List[Worker]:
+    """Call the factory in this process and check what it returned.
+
+    Every worker runs on ``pool`` (a mismatch is a configuration error, not a silent switch)
+    and gets ``concurrency`` activity slots. Task queues must be distinct.
+    """
+    target = resolve_factory(spec)
+    if isinstance(target, Worker):
+        produced: Any = target
+    else:
+        try:
+            params = inspect.signature(target).parameters
+        except (TypeError, ValueError):
+            params = {}  # type: ignore[assignment]
+        kwargs: Dict[str, Any] = {}
+        if "client" in params:
+            kwargs["client"] = client_factory()
+        if "concurrency" in params:
+            kwargs["concurrency"] = concurrency
+        if "pool" in params:
+            kwargs["pool"] = pool
+        produced = target(**kwargs)
+    workers = _as_workers(produced, spec)
+    queues = [w.task_queue for w in workers]
+    if len(set(queues)) != len(queues):
+        raise EmbedConfigError(f"the worker factory returned two workers for one task queue: {queues}")
+    for worker in workers:
+        if worker.backend.name != pool:
+            raise EmbedConfigError(
+                f"the worker for task queue {worker.task_queue!r} runs on pool {worker.backend.name!r}, but this "
+                f"process needs {pool!r} (a gevent web worker needs greenlets); leave Worker(pool=...) unset "
+                "or let the factory accept a pool argument"
+            )
+        if worker.max_concurrent_activity_tasks != concurrency:
+            worker._set_activity_concurrency(concurrency)
+    return workers
+
+
+def _as_workers(produced: Any, spec: FactorySpec) -> List[Worker]:
+    if isinstance(produced, Worker):
+        return [produced]
+    if isinstance(produced, Sequence) and not isinstance(produced, (str, bytes)):
+        items = list(produced)
+        if items and all(isinstance(item, Worker) for item in items):
+            return items
+    raise EmbedConfigError(f"the worker factory {spec!r} returned {type(produced).__name__}, "
+                           "not a Worker or a non-empty list of Workers")

@@ -1,0 +1,330 @@
+"""``EmbeddedWorkers``: Workers running in the background of a web server process.
+
+One handle per process, started *after* the fork (by the gunicorn / uWSGI hooks or by the
+user's own post-fork code). It records the pid that started it; used in any other process
+it refuses (:class:`ForkedHandleError`) or, through :meth:`ensure_running`, starts anew
+there from the same factory. A background monitor task acts on the flags that signal
+handlers set (:meth:`request_drain`), restarts a worker whose run failed (with back-off)
+and, in ``one_per_host`` mode, keeps trying the host lock while standing by.
+
+The monitor, the runners and the stoppers are spawned through the pool's backend, so they
+are greenlets in a gevent web worker and threads elsewhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .. import health
+from ..worker import Worker, WorkerState, WorkerStatus
+from ..worker.backend import ConcurrencyBackend, TaskHandle, backend_for_pool
+from .errors import EmbedError, ForkedHandleError
+from .factory import FactorySpec, build_workers, client_from_environment
+from .hostlock import HostLock
+
+__all__ = ["EmbeddedStatus", "EmbeddedWorkers"]
+
+logger = logging.getLogger("sync_worker.embed")
+
+_MONITOR_TICK = 0.1
+_RESTART_BACKOFF_MAX = 60.0
+
+
+@dataclass(frozen=True)
+class EmbeddedStatus:
+    """What the embedded workers of this process are doing (no network I/O)."""
+
+    pid: int
+    #: ``running``, ``standby`` (another process of the host holds the lock), ``draining`` or ``stopped``.
+    mode: str
+    ready: bool
+    live: bool
+    reason: str
+    workers: Tuple[WorkerStatus, ...]
+
+
+class EmbeddedWorkers:
+    """The handle :func:`sync_worker.embed.start` returns. Use it only in the process that started it."""
+
+    def __init__(
+        self,
+        factory: FactorySpec,
+        *,
+        concurrency: int,
+        pool: str,
+        client_factory: Callable[[], Any] = client_from_environment,
+        host_lock: Optional[HostLock] = None,
+        standby_retry_seconds: float = 2.0,
+        restart_failed: bool = True,
+    ) -> None:
+        self.factory = factory
+        self.concurrency = int(concurrency)
+        self.pool = pool
+        self.pid = os.getpid()
+        self._client_factory = client_factory
+        self._host_lock = host_lock
+        self._standby_retry = float(standby_retry_seconds)
+        self._restart_failed = restart_failed
+        self._backend: ConcurrencyBackend = backend_for_pool(pool)
+        self._lock = self._backend.native_lock()
+        self._workers: Dict[str, Worker] = {}
+        self._runners: Dict[str, TaskHandle] = {}
+        self._failures: Dict[str, int] = {}
+        self._retry_at: Dict[str, float] = {}
+        self._mode = "starting"
+        self._drain_flag = False  # set by signal handlers: nothing else happens in them
+        self._cold_flag = False  # requested (signal handlers)
+        self._cold_applied = False
+        self._drain_timeout: Optional[float] = None
+        self._drain_started: Optional[float] = None
+        self._drain_deadline: Optional[float] = None
+        self._stoppers: List[TaskHandle] = []
+        self.errors: List[BaseException] = []
+        self._monitor: Optional[TaskHandle] = None
+        self._next_lock_try = 0.0
+        self.started_at = time.monotonic()
+
+    # -- start ----------------------------------------------------------------------------------
+
+    def _launch(self) -> None:
+        if self._host_lock is not None and not self._host_lock.try_acquire():
+            self._mode = "standby"
+            holder = self._host_lock.holder_pid()
+            logger.info("process %d stands by: process %s holds the host lock %s", self.pid, holder,
+                        self._host_lock.path)
+            self._next_lock_try = time.monotonic() + self._standby_retry
+        else:
+            self._start_workers(build_workers(self.factory, concurrency=self.concurrency, pool=self.pool,
+                                              client_factory=self._client_factory))
+        self._monitor = self._backend.spawn(f"sync-worker-embed-monitor-{self.pid}", self._monitor_loop)
+
+    def _start_workers(self, workers: List[Worker]) -> None:
+        with self._lock:
+            if self._mode in ("draining", "stopped"):
+                return
+            self._mode = "running"
+            for worker in workers:
+                self._workers[worker.task_queue] = worker
+        for worker in workers:
+            self._runners[worker.task_queue] = self._backend.spawn(
+                f"sync-worker-embed-{worker.task_queue}", self._runner(worker))
+        logger.info("process %d runs %d embedded worker(s): %s (pool %s, %d activity slots each)", self.pid,
+                    len(workers), ", ".join(f"{w.task_queue}/{w.worker_id}" for w in workers), self.pool,
+                    self.concurrency)
+
+    def _runner(self, worker: Worker) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                worker.run()
+            except BaseException as error:
+                if self._mode in ("draining", "stopped"):
+                    return  # the stopper reports the shutdown outcome
+                logger.error("embedded worker %s (task queue %r) failed: %s: %s", worker.worker_id,
+                             worker.task_queue, type(error).__name__, error)
+                self._schedule_restart(worker.task_queue)
+
+        return run
+
+    def _schedule_restart(self, task_queue: str) -> None:
+        if not self._restart_failed:
+            return
+        with self._lock:
+            failures = self._failures.get(task_queue, 0) + 1
+            self._failures[task_queue] = failures
+            delay = min(_RESTART_BACKOFF_MAX, 2.0 ** (failures - 1))
+            self._retry_at[task_queue] = time.monotonic() + delay
+        logger.info("restarting the embedded worker of task queue %r in %.0f s", task_queue, delay)
+
+    # -- monitor ----------------------------------------------------------------------------------
+
+    def _monitor_loop(self) -> None:
+        while self._mode != "stopped":
+            self._backend.sleep(_MONITOR_TICK)
+            if os.getpid() != self.pid:  # pragma: no cover - a greenlet cannot survive a fork
+                return
+            if self._drain_flag and self._drain_started is None:
+                self._begin_stop(self._drain_timeout, cold=self._cold_flag)
+            elif self._cold_flag and not self._cold_applied and self._drain_started is not None:
+                self._begin_stop(None, cold=True)
+            if self._mode == "standby" and time.monotonic() >= self._next_lock_try:
+                self._try_take_over()
+            if self._mode == "running":
+                self._restart_due()
+
+    def _try_take_over(self) -> None:
+        assert self._host_lock is not None
+        self._next_lock_try = time.monotonic() + self._standby_retry
+        if not self._host_lock.try_acquire():
+            return
+        try:
+            self._start_workers(build_workers(self.factory, concurrency=self.concurrency, pool=self.pool,
+                                              client_factory=self._client_factory))
+        except Exception as error:
+            logger.error("process %d took the host lock but could not build its workers: %s", self.pid, error)
+            self._host_lock.release()
+
+    def _restart_due(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            due = [q for q, at in self._retry_at.items() if at <= now]
+            for queue in due:
+                del self._retry_at[queue]
+        if not due:
+            return
+        try:
+            fresh = [w for w in build_workers(self.factory, concurrency=self.concurrency, pool=self.pool,
+                                              client_factory=self._client_factory) if w.task_queue in due]
+        except Exception as error:
+            logger.error("could not rebuild the embedded workers of %s: %s", due, error)
+            for queue in due:
+                self._schedule_restart(queue)
+            return
+        self._start_workers(fresh)
+
+    # -- public API ---------------------------------------------------------------------------------
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def workers(self) -> List[Worker]:
+        """The workers of this handle (empty while standing by)."""
+        with self._lock:
+            return list(self._workers.values())
+
+    def _check_pid(self) -> None:
+        if os.getpid() != self.pid:
+            raise ForkedHandleError(self.pid, os.getpid())
+
+    def status(self) -> EmbeddedStatus:
+        """A snapshot of every worker plus the handle's own mode; no network I/O."""
+        self._check_pid()
+        mode = self._mode
+        statuses = tuple(w.status() for w in self.workers)
+        if mode == "standby":
+            return EmbeddedStatus(self.pid, mode, True, True, "standby: another process of this host runs the "
+                                  "workers (one_per_host)", statuses)
+        code_ready, body_ready = self.probe("ready")
+        code_live, body_live = self.probe("live")
+        reason = body_ready.get("reason") or body_live.get("reason") or ""
+        return EmbeddedStatus(self.pid, mode, code_ready == 200, code_live == 200, str(reason), statuses)
+
+    def probe(self, kind: str) -> Tuple[int, Dict[str, Any]]:
+        """``(http_status, body)`` of :func:`sync_worker.health.probe` for these workers.
+
+        Standing by is healthy (200, no worker); readiness is false from the moment a drain was
+        requested, even before the workers have seen the stop.
+        """
+        self._check_pid()
+        if self._mode == "standby":
+            return 200, {"status": "ok", "check": kind, "workers": [],
+                         "reason": "standby: another process of this host runs the workers (one_per_host)"}
+        code, body = health.probe(kind, self.workers)
+        if kind == "ready" and (self._drain_flag or self._mode in ("draining", "stopped")) and code == 200:
+            code, body = 503, dict(body, status="fail", reason="draining: the web process is shutting down")
+        return code, body
+
+    def request_drain(self, timeout: Optional[float] = None, *, cold: bool = False) -> None:
+        """Ask for a drain within ``timeout`` s from a signal handler: only sets flags; the monitor stops."""
+        if timeout is not None:
+            self._drain_timeout = float(timeout)
+        self._drain_flag = True
+        if cold:
+            self._cold_flag = True
+
+    def stop(self, timeout: Optional[float] = None, *, cold: bool = False) -> bool:
+        """Drain and deregister every worker within ``timeout`` seconds (each worker's own
+        ``shutdown_timeout`` when None); blocks. True when every worker stopped cleanly.
+
+        Safe to call again (and from the signal-started drain): later calls wait for the same
+        drain; ``cold=True`` turns a running drain cold.
+        """
+        self._check_pid()
+        self._begin_stop(timeout, cold=cold)
+        deadline = self._drain_deadline
+        for stopper in list(self._stoppers):
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic()) + 2.0
+            stopper.join(remaining)
+        clean = not self.errors and all(not s.is_alive() for s in self._stoppers) and all(
+            w.state is WorkerState.STOPPED for w in self.workers)
+        return clean
+
+    def ensure_running(self) -> EmbeddedWorkers:
+        """This handle in the process that started it; in a forked child, a new handle started there."""
+        if os.getpid() == self.pid:
+            return self
+        from . import start
+
+        return start(self.factory, concurrency=self.concurrency, pool=None,
+                     client_factory=self._client_factory,
+                     one_per_host=self._host_lock is not None,
+                     lock_path=self._host_lock.path if self._host_lock is not None else None)
+
+    # -- stopping -----------------------------------------------------------------------------------------
+
+    def _begin_stop(self, timeout: Optional[float], *, cold: bool) -> None:
+        with self._lock:  # spawning under the lock: a concurrent stop() must see the stoppers
+            workers = list(self._workers.values())
+            if self._drain_started is None:
+                self._drain_flag = True
+                self._drain_started = time.monotonic()
+                self._mode = "draining"
+                self._retry_at.clear()
+                if timeout is not None:
+                    budget = max(0.0, float(timeout))
+                    for worker in workers:
+                        worker.shutdown_timeout = min(worker.shutdown_timeout, budget)
+                longest = max([w.shutdown_timeout for w in workers], default=0.0)
+                self._drain_deadline = self._drain_started + longest
+                logger.info("process %d draining %d embedded worker(s) within %.1f s%s", self.pid, len(workers),
+                            longest, " (cold)" if cold else "")
+                stoppers = [self._backend.spawn(f"sync-worker-embed-stop-{w.task_queue}", self._stopper(w, cold))
+                            for w in workers]
+                self._stoppers = [*stoppers, self._backend.spawn("sync-worker-embed-stopped",
+                                                                 lambda: self._after_stoppers(stoppers))]
+                self._cold_applied = cold
+                return
+            if not cold or self._cold_applied:
+                return
+            self._cold_applied = True
+        for worker in workers:  # a drain is running: turn it cold
+            self._backend.spawn(f"sync-worker-embed-cold-{worker.task_queue}", self._stopper(worker, True))
+
+    def _stopper(self, worker: Worker, cold: bool) -> Callable[[], None]:
+        def stop() -> None:
+            try:
+                worker.stop(cold=cold)
+            except BaseException as error:
+                if error not in self.errors:
+                    self.errors.append(error)
+                logger.error("embedded worker %s did not stop cleanly: %s", worker.worker_id, error)
+            runner = self._runners.get(worker.task_queue)
+            if runner is not None:
+                runner.join(5.0)
+
+        return stop
+
+    def _after_stoppers(self, stoppers: List[TaskHandle]) -> None:
+        for stopper in stoppers:
+            stopper.join()
+        self._mode = "stopped"
+        if self._host_lock is not None:
+            self._host_lock.release()
+        logger.info("process %d: embedded workers stopped%s", self.pid,
+                    "" if not self.errors else f" with {len(self.errors)} error(s)")
+
+    def _forget_after_fork(self) -> None:
+        """In a forked child: drop what belongs to the parent (the host lock descriptor)."""
+        if self._host_lock is not None:
+            self._host_lock.forget_after_fork()
+
+
+def _ensure_not_running(existing: Optional[EmbeddedWorkers]) -> None:
+    if existing is not None and existing.mode not in ("stopped",):
+        raise EmbedError(f"embedded workers already run in process {os.getpid()} (mode {existing.mode}); "
+                         "stop them first or use sync_worker.embed.current()")

@@ -1,0 +1,197 @@
+"""Real gunicorn masters (sync, gthread, gevent worker classes) with embedded workers on the dev server.
+
+Every test starts ``python -m gunicorn -c gunicorn_conf.py`` with 2 web workers, serves HTTP
+and runs workflows whose activities execute inside the web worker processes; signals come
+from this (another) process. Markers written by the activity say which pid ran which attempt.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any, List
+
+import pytest
+
+from sync_worker.worker import Worker
+
+from ._servers import (
+    ServerProcess,
+    active_pids,
+    alive,
+    base_env,
+    gunicorn_argv,
+    marker,
+    registrations,
+    thread_count,
+    wait_for,
+)
+from .worker_app import Flow, work
+
+pytest.importorskip("gunicorn", reason="gunicorn is a dev dependency (pip install -e '.[dev]')")
+
+pytestmark = [pytest.mark.slow]
+
+CLASSES = ["sync", "gthread", "gevent"]
+FACTORY = "tests.integrations.embed.worker_app:build"
+
+
+def _server(devserver: Any, queue: str, markers: Path, tmp_path: Path, worker_class: str, *extra: str,
+            **env: str) -> ServerProcess:
+    env.setdefault("SYNC_WORKER_FACTORY", FACTORY)
+    return ServerProcess(gunicorn_argv(worker_class, *extra), base_env(devserver.url, queue, markers, **env),
+                         tmp_path / f"gunicorn-{worker_class}.log")
+
+
+def _two_registered(client: Any, queue: str, server: ServerProcess, timeout: float = 60.0) -> List[int]:
+    def ready() -> Any:
+        pids = active_pids(client, queue)
+        return pids if len(pids) == 2 and set(pids) == server.web_workers() else None
+
+    try:
+        return list(wait_for(ready, timeout, "two registrations, one from each web worker"))
+    except AssertionError:
+        raise AssertionError(f"registrations {registrations(client, queue)}; web workers "
+                             f"{server.web_workers()}\n{server.log()}") from None
+
+
+def _finish_with_local_worker(client: Any, queue: str, workflow_id: str) -> Any:
+    """Run the last workflow task in this process (after the web server stopped)."""
+    worker = Worker(client, task_queue=queue, workflows=[Flow], activities=[work], poll_timeout=2.0, pool="threads")
+    worker.run_until(workflow_id=workflow_id, timeout=30)
+    return client.get_result(workflow_id, timeout=10)
+
+
+@pytest.mark.parametrize("worker_class", CLASSES)
+def test_serves_http_runs_workflows_and_drains_on_sigterm(worker_class: str, devserver: Any, client: Any, queue: str,
+                                                         markers: Path, tmp_path: Path) -> None:
+    with _server(devserver, queue, markers, tmp_path, worker_class) as server:
+        pids = _two_registered(client, queue, server)
+        assert server.pid not in pids  # never in the master
+
+        # HTTP requests and workflows at once: the embedded workers run activities in the web workers.
+        handles = [client.start_workflow("embed.flow", f"t{i}", 0.3, task_queue=queue) for i in range(8)]
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda _: server.get("/"), range(40)))
+        assert all(status == 200 and body.startswith(b"hello from ") for status, body in answers)
+        served_by = {int(body.split()[-1]) for _, body in answers}
+        assert served_by <= set(pids)
+        results = [h.result(timeout=30) for h in handles]
+        assert {r["attempt"] for r in results} == {1}
+        assert {r["pid"] for r in results} <= set(pids)
+
+        status, body = server.get("/readyz")
+        assert status == 200, body
+        probe = json.loads(body)
+        assert probe["status"] == "ok" and probe["workers"][0]["task_queue"] == queue
+        assert server.get("/healthz")[0] == 200
+
+        # SIGTERM with an activity in flight: it finishes inside graceful_timeout, the master exits 0.
+        slow = client.start_workflow("embed.flow", "term", 3.0, task_queue=queue)
+        runner = wait_for(lambda: marker(markers, "term.1.start"), 20, "the activity started")
+        signalled = time.monotonic()
+        server.signal(signal.SIGTERM)
+        code = server.wait(30)
+        elapsed = time.monotonic() - signalled
+        log = server.log()
+        assert code == 0, log
+        assert elapsed < 15, f"took {elapsed:.1f} s, graceful_timeout is 15 s\n{log}"
+        assert marker(markers, "term.1.done") == runner, log  # the same process finished the attempt
+        assert marker(markers, "term.2.start") is None
+        assert "drained and deregistered" in log
+        assert {w["status"] for w in registrations(client, queue)} == {"deregistered"}
+    result = _finish_with_local_worker(client, queue, slow.workflow_id)
+    assert result == {"pid": runner, "attempt": 1}
+
+
+@pytest.mark.parametrize("worker_class", CLASSES)
+def test_sighup_reload_drains_old_workers_and_registers_new_ones(worker_class: str, devserver: Any, client: Any,
+                                                                 queue: str, markers: Path, tmp_path: Path) -> None:
+    # The factory named by the config file's SYNC_WORKER_FACTORY variable, not the environment.
+    with _server(devserver, queue, markers, tmp_path, worker_class, SYNC_WORKER_FACTORY="",
+                 EMBED_CONFIG_FACTORY=FACTORY) as server:
+        old = _two_registered(client, queue, server)
+        handle = client.start_workflow("embed.flow", "hup", 3.0, task_queue=queue)
+        runner = wait_for(lambda: marker(markers, "hup.1.start"), 20, "the activity started")
+        server.signal(signal.SIGHUP)
+        new = wait_for(lambda: [p for p in active_pids(client, queue) if p not in old] if len(
+            [p for p in active_pids(client, queue) if p not in old]) == 2 else None, 40, "two new registrations")
+        result = handle.result(timeout=30)
+        assert result == {"pid": runner, "attempt": 1}, server.log()  # the old worker finished it: no run lost
+        wait_for(lambda: not any(alive(p) for p in old), 20, "the old web workers exited")
+        statuses = {int(w["process_metrics"]["process_id"]): w["status"] for w in registrations(client, queue)}
+        assert all(statuses[p] == "deregistered" for p in old), statuses
+        assert all(statuses[p] == "active" for p in new), statuses
+        assert set(new) == server.web_workers()
+        # The new generation serves both HTTP and workflows.
+        after = client.start_workflow("embed.flow", "after", 0.2, task_queue=queue)
+        assert after.result(timeout=30)["pid"] in new
+        assert server.get("/readyz")[0] == 200
+
+
+@pytest.mark.parametrize("worker_class", CLASSES)
+def test_kill_9_of_a_web_worker_mid_activity_is_retried_and_completes(worker_class: str, devserver: Any,
+                                                                      client: Any, queue: str, markers: Path,
+                                                                      tmp_path: Path) -> None:
+    with _server(devserver, queue, markers, tmp_path, worker_class) as server:
+        _two_registered(client, queue, server)
+        handle = client.start_workflow("embed.flow", "kill", 2.0, task_queue=queue)
+        victim = wait_for(lambda: marker(markers, "kill.1.start"), 20, "the activity started")
+        os.kill(victim, signal.SIGKILL)
+        result = handle.result(timeout=60)
+        # The attempt died with its process; after the 2 s heartbeat timeout the server retried it elsewhere.
+        assert result["attempt"] >= 2 and result["pid"] != victim, result
+        assert marker(markers, "kill.1.done") is None
+        assert server.get("/")[0] == 200
+        wait_for(lambda: len(server.web_workers()) == 2, 30, "gunicorn replaced the killed web worker")
+
+
+@pytest.mark.parametrize("worker_class", ["sync", "gevent"])
+def test_preload_starts_nothing_in_the_master(worker_class: str, devserver: Any, client: Any, queue: str,
+                                              markers: Path, tmp_path: Path) -> None:
+    with _server(devserver, queue, markers, tmp_path, worker_class, "--preload") as server:
+        pids = _two_registered(client, queue, server)
+        assert server.pid not in pids
+        assert thread_count(server.pid) == 1  # no thread in the master that a fork would kill
+        handle = client.start_workflow("embed.flow", "pre", 0.2, task_queue=queue)
+        assert handle.result(timeout=30)["pid"] in pids
+        server.signal(signal.SIGTERM)
+        assert server.wait(30) == 0
+
+
+@pytest.mark.parametrize("worker_class", CLASSES)
+def test_max_requests_recycling_loses_no_run_and_leaves_no_duplicate_registration(
+        worker_class: str, devserver: Any, client: Any, queue: str, markers: Path, tmp_path: Path) -> None:
+    recycles_wanted = 20
+    with _server(devserver, queue, markers, tmp_path, worker_class, "--max-requests", "50",
+                 "--max-requests-jitter", "0") as server:
+        _two_registered(client, queue, server)
+        handles = []
+        served = 0
+
+        def booted() -> int:
+            return server.log().count("Booting worker with pid")
+
+        deadline = time.monotonic() + 240
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            while booted() - 2 < recycles_wanted:
+                assert time.monotonic() < deadline, f"only {booted() - 2} recycles\n{server.log()[-4000:]}"
+                handles.append(client.start_workflow("embed.flow", f"mr{len(handles)}", 0.3, task_queue=queue))
+                answers = list(pool.map(lambda _: server.get("/", timeout=30), range(20)))
+                assert all(status == 200 for status, _ in answers)
+                served += len(answers)
+        results = [h.result(timeout=60) for h in handles]
+        assert len(results) == len(handles) and all(r["attempt"] >= 1 for r in results)
+        # Once recycling settles, the only active registrations are the two live web workers'.
+        wait_for(lambda: set(active_pids(client, queue)) == server.web_workers() and len(
+            active_pids(client, queue)) == 2, 60, "exactly one active registration per live web worker")
+        rows = registrations(client, queue)
+        pids = [int(w["process_metrics"]["process_id"]) for w in rows]
+        assert len(pids) == len(set(pids)), "a process registered twice"
+        stale = [w for w in rows if w["status"] != "deregistered" and w["status"] != "active"]
+        assert not stale, stale
+        assert len(rows) >= recycles_wanted + 2 and served >= 50 * recycles_wanted
