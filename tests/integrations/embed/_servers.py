@@ -184,3 +184,29 @@ def registrations(client: Any, queue: str) -> List[Dict[str, Any]]:
 def active_pids(client: Any, queue: str) -> List[int]:
     return sorted(int((w.get("process_metrics") or {}).get("process_id") or 0)
                   for w in registrations(client, queue) if w.get("status") == "active")
+
+
+def free_port() -> int:
+    """A free loopback port (uWSGI picks a new one on every reload when given port 0)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def uwsgi_binary() -> Optional[str]:
+    """The PyPI uWSGI installed beside this Python (the dev extra), else one on PATH."""
+    import shutil
+
+    beside = Path(sys.executable).parent / "uwsgi"
+    return str(beside) if beside.exists() else shutil.which("uwsgi")
+
+
+UWSGI_LISTENING = r"bound to TCP address 127\.0\.0\.1:(\d+)"
+
+
+def uwsgi_argv(binary: str, port: int, *extra: str, processes: int = 2) -> List[str]:
+    return [binary, "--master", "--processes", str(processes), "--http-socket", f"127.0.0.1:{port}",
+            "--module", "tests.integrations.embed.uwsgi_app", "--die-on-term", "--need-app",
+            "--worker-reload-mercy", "15", "--disable-logging", *extra]
