@@ -174,6 +174,7 @@ class Worker:
         self._lock = b.lock()
         self._run_started = False
         self._registration_done = b.event()
+        self._startup_done = b.event()  # registration ended and pollers started (or startup gave up)
         self._registered = False
         self._registration_token: Optional[str] = None
         self._query_enabled = False
@@ -372,6 +373,12 @@ class Worker:
             raise loop_error
 
     def _start(self) -> None:
+        try:
+            self._start_once()
+        finally:
+            self._startup_done.set()
+
+    def _start_once(self) -> None:
         try:
             self._register()
             self._registered = True
@@ -585,8 +592,10 @@ class Worker:
         if not self._run_started:
             self._board.set_state(WorkerState.STOPPED)
             return
-        # Stop during startup: registration finishes first, then the drain deadline starts.
-        self._wait(self._registration_done)
+        # Stop during startup: registration finishes and the pollers it starts exist (so the drain
+        # below joins them, and a stop between registration and their start cannot be missed);
+        # then the drain deadline starts.
+        self._wait(self._startup_done)
         if not self._registered:
             self._board.set_state(WorkerState.FAILED)
             return
