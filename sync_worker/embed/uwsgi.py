@@ -48,7 +48,7 @@ _installed = False
 
 def _uwsgi() -> Any:
     try:
-        import uwsgi  # type: ignore[import-not-found]  # only exists inside a uWSGI process
+        import uwsgi  # only exists inside a uWSGI process
     except ImportError:
         raise EmbedConfigError("sync_worker.embed.uwsgi works only inside a uWSGI process (import uwsgi failed)") \
             from None
@@ -116,7 +116,7 @@ def _drain_here() -> None:
 
 def _chain_postfork(uwsgi: Any, hook: Callable[[], None]) -> None:
     try:
-        import uwsgidecorators  # type: ignore[import-not-found]  # shipped with uWSGI
+        import uwsgidecorators  # shipped with uWSGI
     except ImportError:
         previous = getattr(uwsgi, "post_fork_hook", None)
 

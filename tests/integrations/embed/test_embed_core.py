@@ -130,7 +130,7 @@ def test_a_handle_used_in_a_forked_child_is_refused_and_can_restart_there(
                 report["refused"] = error.started_pid == handle.pid
             report["current"] = embed.current() is None
             report["fresh_session"] = parent_transport.pid == os.getpid()
-            report["client_works"] = isinstance(client.list_workers(task_queue=queue), dict)
+            report["client_works"] = isinstance(client.list_workers(task_queue=queue).workers, list)
             child = handle.ensure_running()
             report["restarted"] = child is not handle and child.pid == os.getpid() and embed.current() is child
             wait_for(lambda: os.getpid() in active_pids(client, queue), 15, "the child's worker registered")
