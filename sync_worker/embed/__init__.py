@@ -67,8 +67,10 @@ def start(
 
     ``factory``: a Worker, a callable returning one Worker or a list (one per task queue), or
     ``"module:attr"``; default ``SYNC_WORKER_FACTORY``. ``concurrency``: activity slots per
-    worker (default ``SYNC_WORKER_CONCURRENCY``, else 4). ``pool``: ``threads`` or ``gevent``
-    (default: gevent in a gevent-patched process, e.g. a gunicorn gevent worker). With
+    worker (default ``SYNC_WORKER_CONCURRENCY``; else a factory with an optional ``concurrency``
+    parameter decides, and every other gets 4: see :mod:`sync_worker.embed.factory`).
+    ``pool``: ``threads`` or ``gevent`` (default: gevent in a gevent-patched process, e.g. a
+    gunicorn gevent worker). With
     ``one_per_host`` (default ``SYNC_WORKER_ONE_PER_HOST``) only the process holding the file
     lock ``lock_path`` runs workers; the others stand by and take over when it exits.
     ``restart_failed`` rebuilds a worker whose run failed (registration refused, a poller
@@ -83,7 +85,7 @@ def start(
     settings = read_settings(require_factory=factory is None)
     chosen_factory: FactorySpec = factory if factory is not None else settings.factory
     slots = settings.concurrency if concurrency is None else int(concurrency)
-    if slots < 1:
+    if slots is not None and slots < 1:
         raise EmbedConfigError(f"concurrency must be at least 1, not {concurrency!r}")
     try:
         chosen_pool = check_pool(pool or default_pool())

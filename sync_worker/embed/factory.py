@@ -2,10 +2,19 @@
 
 A factory is a ``Worker``, a callable returning a Worker or a sequence of Workers (one per
 task queue), or the ``"module:attr"`` name of either. A callable receives, by parameter name,
-any of ``client`` (built here from the ``DURABLE_WORKFLOW_*`` environment, the same variables
-``sync-worker run`` reads), ``concurrency`` and ``pool`` that it declares. It is called after
-the fork, in the process that runs the workers, so every Client and HTTP pool it builds
-belongs to that process.
+any of ``client``, ``concurrency`` and ``pool`` that it declares. It is called after the fork,
+in the process that runs the workers, so every Client and HTTP pool it builds belongs to that
+process.
+
+* ``client`` is built here from the ``DURABLE_WORKFLOW_*`` environment (the variables
+  ``sync-worker run`` reads) when the parameter is required, or optional and
+  ``DURABLE_WORKFLOW_SERVER_URL`` is set; an optional ``client`` is otherwise left to the
+  factory (``sync_worker_django.workers:build_workers`` reads ``SYNC_WORKER["SERVER_URL"]``).
+* Activity slots: an explicit concurrency (``start(concurrency=)``, ``SYNC_WORKER_CONCURRENCY``)
+  is passed to the factory and applied to every worker. Without one, a factory that takes an
+  *optional* ``concurrency`` decides itself (e.g. from its settings); any other factory gets
+  :data:`~sync_worker.embed.settings.DEFAULT_CONCURRENCY` (4), small on purpose: every web
+  process runs its own worker.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..worker import Worker
 from .errors import EmbedConfigError
+from .settings import DEFAULT_CONCURRENCY
 
 __all__ = ["FactorySpec", "SERVER_URL_ENV", "build_workers", "client_from_environment", "resolve_factory"]
 
@@ -70,28 +80,37 @@ def client_from_environment(environ: Optional[Mapping[str, str]] = None) -> Any:
 def build_workers(
     spec: FactorySpec,
     *,
-    concurrency: int,
+    concurrency: Optional[int],
     pool: str,
     client_factory: Callable[[], Any] = client_from_environment,
+    environ: Optional[Mapping[str, str]] = None,
 ) -> List[Worker]:
     """Call the factory in this process and check what it returned.
 
-    Every worker runs on ``pool`` (a mismatch is a configuration error, not a silent switch)
-    and gets ``concurrency`` activity slots. Task queues must be distinct.
+    Every worker runs on ``pool`` (a mismatch is a configuration error, not a silent switch);
+    ``concurrency`` (None: not given explicitly) as the module docstring says. Task queues
+    must be distinct.
     """
+    env = os.environ if environ is None else environ
     target = resolve_factory(spec)
+    slots: Optional[int] = concurrency
     if isinstance(target, Worker):
         produced: Any = target
+        slots = DEFAULT_CONCURRENCY if slots is None else slots
     else:
         try:
-            params = inspect.signature(target).parameters
+            params: Mapping[str, inspect.Parameter] = inspect.signature(target).parameters
         except (TypeError, ValueError):
-            params = {}  # type: ignore[assignment]
+            params = {}
         kwargs: Dict[str, Any] = {}
-        if "client" in params:
+        client_param = params.get("client")
+        if client_param is not None and (_required(client_param) or env.get(SERVER_URL_ENV)):
             kwargs["client"] = client_factory()
-        if "concurrency" in params:
-            kwargs["concurrency"] = concurrency
+        slots_param = params.get("concurrency")
+        if slots is None and (slots_param is None or _required(slots_param)):
+            slots = DEFAULT_CONCURRENCY
+        if slots_param is not None and slots is not None:
+            kwargs["concurrency"] = slots
         if "pool" in params:
             kwargs["pool"] = pool
         produced = target(**kwargs)
@@ -106,9 +125,14 @@ def build_workers(
                 f"process needs {pool!r} (a gevent web worker needs greenlets); leave Worker(pool=...) unset "
                 "or let the factory accept a pool argument"
             )
-        if worker.max_concurrent_activity_tasks != concurrency:
-            worker._set_activity_concurrency(concurrency)
+        if slots is not None and worker.max_concurrent_activity_tasks != slots:
+            worker._set_activity_concurrency(slots)
     return workers
+
+
+def _required(parameter: inspect.Parameter) -> bool:
+    return parameter.default is inspect.Parameter.empty and parameter.kind not in (
+        inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
 def _as_workers(produced: Any, spec: FactorySpec) -> List[Worker]:

@@ -54,7 +54,7 @@ class EmbeddedWorkers:
         self,
         factory: FactorySpec,
         *,
-        concurrency: int,
+        concurrency: Optional[int],
         pool: str,
         client_factory: Callable[[], Any] = client_from_environment,
         host_lock: Optional[HostLock] = None,
@@ -62,7 +62,7 @@ class EmbeddedWorkers:
         restart_failed: bool = True,
     ) -> None:
         self.factory = factory
-        self.concurrency = int(concurrency)
+        self.concurrency = concurrency
         self.pool = pool
         self.pid = os.getpid()
         self._client_factory = client_factory
@@ -112,9 +112,9 @@ class EmbeddedWorkers:
         for worker in workers:
             self._runners[worker.task_queue] = self._backend.spawn(
                 f"sync-worker-embed-{worker.task_queue}", self._runner(worker))
-        logger.info("process %d runs %d embedded worker(s): %s (pool %s, %d activity slots each)", self.pid,
-                    len(workers), ", ".join(f"{w.task_queue}/{w.worker_id}" for w in workers), self.pool,
-                    self.concurrency)
+        logger.info("process %d runs %d embedded worker(s) on pool %s: %s", self.pid, len(workers), self.pool,
+                    ", ".join(f"{w.task_queue}/{w.worker_id} ({w.max_concurrent_activity_tasks} activity slots)"
+                              for w in workers))
 
     def _runner(self, worker: Worker) -> Callable[[], None]:
         def run() -> None:

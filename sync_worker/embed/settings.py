@@ -41,7 +41,8 @@ _FALSE = {"0", "false", "no", "off", ""}
 @dataclass(frozen=True)
 class EmbedSettings:
     factory: Any
-    concurrency: int
+    #: None when neither the config file nor the environment names it (see ``build_workers``).
+    concurrency: Optional[int]
     one_per_host: bool
     lock_file: Optional[str]
 
@@ -76,10 +77,10 @@ def read_settings(
                                "server's config file")
     raw_concurrency = _pick(CONCURRENCY_ENV, cfg, env)
     try:
-        concurrency = DEFAULT_CONCURRENCY if raw_concurrency in (None, "") else int(raw_concurrency)
+        concurrency = None if raw_concurrency in (None, "") else int(raw_concurrency)
     except (TypeError, ValueError):
         raise EmbedConfigError(f"{CONCURRENCY_ENV} must be a positive integer, not {raw_concurrency!r}") from None
-    if concurrency < 1:
+    if concurrency is not None and concurrency < 1:
         raise EmbedConfigError(f"{CONCURRENCY_ENV} must be a positive integer, not {raw_concurrency!r}")
     one_per_host = _as_bool(ONE_PER_HOST_ENV, _pick(ONE_PER_HOST_ENV, cfg, env) or "")
     lock_file = _pick(LOCK_FILE_ENV, cfg, env) or None

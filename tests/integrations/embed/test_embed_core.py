@@ -208,7 +208,7 @@ def test_settings_config_file_wins_over_environment() -> None:
     from_cfg = read_settings({"SYNC_WORKER_FACTORY": "cfg:factory", "SYNC_WORKER_CONCURRENCY": 7,
                               "SYNC_WORKER_ONE_PER_HOST": False}, environ)
     assert (from_cfg.factory, from_cfg.concurrency, from_cfg.one_per_host) == ("cfg:factory", 7, False)
-    assert read_settings({"SYNC_WORKER_FACTORY": "a:b"}, {}).concurrency == embed.DEFAULT_CONCURRENCY
+    assert read_settings({"SYNC_WORKER_FACTORY": "a:b"}, {}).concurrency is None  # not given: see below
     with pytest.raises(EmbedConfigError, match="boolean"):
         read_settings({"SYNC_WORKER_FACTORY": "a:b", "SYNC_WORKER_ONE_PER_HOST": "maybe"}, {})
     with pytest.raises(EmbedConfigError, match="positive integer"):
@@ -289,3 +289,39 @@ def test_restart_after_a_failed_run(env: Dict[str, str], client: Client, queue: 
     assert client.start_workflow("embed.flow", "re", 0.1, task_queue=queue).result(timeout=20)["attempt"] == 1
     time.sleep(0.1)
     assert handle.stop(10)
+
+
+def test_concurrency_and_client_rules_of_the_factory_call() -> None:
+    from sync_worker.embed.factory import build_workers
+
+    client = Client("http://127.0.0.1:9")
+    seen: Dict[str, Any] = {}
+
+    def plain() -> Worker:
+        return Worker(client, task_queue="plain", activities=[work])
+
+    def required(concurrency: int) -> Worker:
+        seen["required"] = concurrency
+        return Worker(client, task_queue="required", activities=[work], max_concurrent_activity_tasks=concurrency)
+
+    def optional(concurrency: Any = None, client: Any = None) -> Worker:  # reads its own settings, like Django's
+        seen["optional"], seen["optional_client"] = concurrency, client
+        return Worker(client or Client("http://127.0.0.1:9"), task_queue="optional", activities=[work],
+                      max_concurrent_activity_tasks=concurrency or 7)
+
+    def needs_client(client: Any) -> Worker:
+        return Worker(client, task_queue="needs", activities=[work])
+
+    def build(factory: Any, concurrency: Any = None, **env: str) -> Worker:
+        return build_workers(factory, concurrency=concurrency, pool="threads", environ=env,
+                             client_factory=lambda: client)[0]
+
+    assert build(plain).max_concurrent_activity_tasks == embed.DEFAULT_CONCURRENCY == 4
+    assert build(required).max_concurrent_activity_tasks == 4 and seen["required"] == 4
+    assert build(optional).max_concurrent_activity_tasks == 7
+    assert seen["optional"] is None and seen["optional_client"] is None  # no server URL in the environment
+    assert build(optional, DURABLE_WORKFLOW_SERVER_URL="http://x").max_concurrent_activity_tasks == 7
+    assert seen["optional_client"] is client
+    assert build(optional, 2).max_concurrent_activity_tasks == 2 and seen["optional"] == 2
+    assert build(plain, 3).max_concurrent_activity_tasks == 3
+    assert build(needs_client).client is client
