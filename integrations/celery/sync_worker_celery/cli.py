@@ -281,6 +281,8 @@ def beat_command(obj: Any, loglevel: str, schedule: Optional[str]) -> None:
 
 
 def _install_beat(app: Any) -> List[str]:
+    from sync_worker.errors import DurableWorkflowError
+
     from .beat import install_beat_schedule
     from .exceptions import UnsupportedFeature
 
@@ -288,6 +290,8 @@ def _install_beat(app: Any) -> List[str]:
         installed = install_beat_schedule(app)
     except UnsupportedFeature as error:
         raise click.ClickException(str(error)) from None
+    except DurableWorkflowError as error:
+        raise click.ClickException(f"beat_schedule could not be installed: {type(error).__name__}: {error}") from None
     for schedule_id in installed:
         logger.info("beat: server schedule %s installed", schedule_id)
     return installed

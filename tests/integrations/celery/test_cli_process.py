@@ -154,3 +154,13 @@ def test_chord_survives_its_worker_being_killed(app, spawn) -> None:
     retried = [e for e in events if e.get("event_type") == "ActivityRetryScheduled"]
     assert len(retried) >= 4 and all(e["payload"].get("timeout_kind") == "heartbeat" for e in retried)
     assert second.stop(signal.SIGTERM) == 0
+
+
+def test_beat_command_installs_the_schedules_and_exits(app, server: DevServer, tmp_path: Path) -> None:
+    env = dict(os.environ, DURABLE_WORKFLOW_SERVER_URL=server.url, PYTHONPATH=os.pathsep.join(
+        [str(SAMPLE), str(ROOT), str(ROOT / "integrations" / "celery"), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-m", "sync_worker", "celery", "-A", "proj", "beat"], cwd=str(SAMPLE),
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "installed 2 schedule(s): celery-beat-add-every-second, celery-beat-nightly-greeting" in done.stdout
+    assert app.client.describe_schedule("celery-beat-add-every-second").spec["intervals"] == [{"every": "PT1S"}]
