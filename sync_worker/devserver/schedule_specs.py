@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover - every supported Python has zoneinfo
     ZoneInfoNotFoundError = KeyError  # type: ignore[assignment,misc]
 
 _DURATION = re.compile(r"^P(?!$)(?:(\d+)Y)?(?:(\d+)M)?(?:(\d+)W)?(?:(\d+)D)?"
-                       r"(?:T(?=\d)(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+                       r"(?:T(?=\d)(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$")
 _UNITS = (365 * 86400, 30 * 86400, 7 * 86400, 86400, 3600, 60, 1)
 MAX_BACKFILL_FIRES = 1000
 
@@ -36,7 +36,7 @@ def _invalid(field: str, message: str) -> ApiError:
 
 
 def duration_seconds(text: Any, field: str) -> float:
-    """Seconds of an ISO-8601 duration such as ``PT30M`` or ``P1D``."""
+    """Seconds of an ISO-8601 duration such as ``PT30M`` or ``P1D`` (whole seconds, as the real server)."""
     match = _DURATION.match(text) if isinstance(text, str) and len(text) <= 64 else None
     if match is None:
         raise _invalid(field, "must be an ISO-8601 duration such as PT30M or P1D")
@@ -82,8 +82,8 @@ def validate(spec: Any, field: str = "spec") -> Dict[str, Any]:
         for index, interval in enumerate(intervals):
             if not isinstance(interval, dict):
                 raise _invalid(f"{field}.intervals.{index}", "must be an object")
-            if duration_seconds(interval.get("every"), f"{field}.intervals.{index}.every") <= 0:
-                raise _invalid(f"{field}.intervals.{index}.every", "must be longer than zero")
+            if duration_seconds(interval.get("every"), f"{field}.intervals.{index}.every") < 1:
+                raise _invalid(f"{field}.intervals.{index}.every", "must be at least one second")
             if interval.get("offset") is not None:
                 duration_seconds(interval.get("offset"), f"{field}.intervals.{index}.offset")
     if not crons and not intervals:

@@ -195,6 +195,7 @@ def test_describe_list_update_and_bodies(raw: Raw) -> None:
     ({"spec": {"cron_expressions": "* * * * *"}}, "spec.cron_expressions"),
     ({"spec": {"intervals": [{"every": "30 minutes"}]}}, "spec.intervals.0.every"),
     ({"spec": {"intervals": [{"every": "PT0S"}]}}, "spec.intervals.0.every"),
+    ({"spec": {"intervals": [{"every": "PT0.5S"}]}}, "spec.intervals.0.every"),
     ({"spec": {"intervals": [{"every": "PT1M", "offset": "soon"}]}}, "spec.intervals.0.offset"),
     ({"spec": {"intervals": [{"every": "PT1M"}], "timezone": "Mars/Olympus"}}, "spec.timezone"),
     ({"action": {"task_queue": "q"}}, "action.workflow_type"),
