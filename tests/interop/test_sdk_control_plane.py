@@ -236,3 +236,39 @@ def test_state_updates_with_the_sdk(dev_server: DevServer) -> None:
         "ConditionWaitSatisfied", "WorkflowCompleted"]
     cursor = [e["payload"]["new_position"] for e in events if e["event_type"] == "MessageCursorAdvanced"]
     assert cursor == [1, 2, 3]
+
+
+def test_task_queues_search_attributes_export_and_maintenance_with_the_sdk(dev_server: DevServer) -> None:
+    from durable_workflow.history_bundle_verify import verify_bundle
+
+    async def body(client: Client, worker: Worker) -> Any:
+        handle = await client.start_workflow(workflow_type="interop.cp.echo", task_queue="q-ops",
+                                             workflow_id="interop-ops-1", input=[{"text": "λ", "n": BIG}])
+        await client.get_result(handle, timeout=20)
+        queues = await client.list_task_queues()
+        described = await client.describe_task_queue("q-ops")
+        rollout = await client.list_task_queue_build_ids("q-ops")
+        drained = await client.drain_task_queue_build_id("q-ops", "build-x")
+        promoted = await client.promote_task_queue_build_id("q-ops", "build-x")
+        resumed = await client.resume_task_queue_build_id("q-ops", "build-x")
+        await client.create_search_attribute("OrderStatus", "keyword")
+        attributes = await client.list_search_attributes()
+        await client.delete_search_attribute("OrderStatus")
+        workers = await client.list_workers(task_queue="q-ops")
+        bundle = await client.export_history("interop-ops-1", handle.run_id or "")
+        archived = await client.archive_workflow("interop-ops-1", reason="retention policy cleanup")
+        return (queues, described, rollout, drained, promoted, resumed, attributes, workers, bundle, archived)
+
+    (queues, described, rollout, drained, promoted, resumed, attributes, workers, bundle, archived) = run(
+        with_worker(dev_server.url, "q-ops", body, workflows=[Echo]))
+    assert "q-ops" in [q.name for q in queues.task_queues]
+    assert described.name == "q-ops" and described.admission is not None
+    assert described.pollers is not None and len(described.pollers) == 1  # the SDK worker, still registered
+    assert [c.rollout_status for c in rollout.build_ids] == ["active"]
+    assert (drained.drain_intent, promoted.drain_intent, promoted.new_start_selected, resumed.drain_intent) == (
+        "draining", "active", True, "active")
+    assert attributes.custom_attributes == {"OrderStatus": "keyword"}
+    assert attributes.system_attributes["WorkflowType"] == "keyword"
+    assert len(workers.workers) == 1
+    assert verify_bundle(bundle)["status"] == "ok"
+    assert (archived.outcome, archived.command_status) == ("archived", "accepted")
