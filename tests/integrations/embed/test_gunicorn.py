@@ -196,3 +196,29 @@ def test_max_requests_recycling_loses_no_run_and_leaves_no_duplicate_registratio
         stale = [w for w in rows if w["status"] != "deregistered" and w["status"] != "active"]
         assert not stale, stale
         assert len(rows) >= recycles_wanted + 2 and served >= 50 * recycles_wanted
+
+
+def test_one_per_host_runs_the_workers_in_one_process_and_fails_over(devserver: Any, client: Any, queue: str,
+                                                                     markers: Path, tmp_path: Path) -> None:
+    lock = tmp_path / "host.lock"
+    with ServerProcess(gunicorn_argv("gthread", workers=3), base_env(
+            devserver.url, queue, markers, SYNC_WORKER_FACTORY=FACTORY, SYNC_WORKER_ONE_PER_HOST="1",
+            SYNC_WORKER_LOCK_FILE=str(lock)), tmp_path / "gunicorn-one.log") as server:
+        wait_for(lambda: len(server.web_workers()) == 3, 30, "three web workers")
+
+        def live_active() -> List[int]:
+            return [p for p in active_pids(client, queue) if alive(p)]
+
+        holder = wait_for(lambda: live_active() if len(live_active()) == 1 else None, 30, "one worker")[0]
+        time.sleep(3)  # the others stand by (they retry the lock every 2 s) and stay off the server
+        assert live_active() == [holder] and holder in server.web_workers()
+        statuses = {server.get("/readyz")[0] for _ in range(12)}  # standing-by processes are healthy too
+        assert statuses == {200}
+        assert client.start_workflow("embed.flow", "one", 0.2, task_queue=queue).result(timeout=30)["pid"] == holder
+        os.kill(holder, signal.SIGKILL)  # the kernel drops its lock; a standing-by process takes over
+        successor = wait_for(lambda: [p for p in live_active() if p != holder], 30, "another process took over")
+        assert len(successor) == 1 and successor[0] in server.web_workers()
+        assert client.start_workflow("embed.flow", "two", 0.2, task_queue=queue).result(timeout=30)["pid"] == \
+            successor[0]
+        server.signal(signal.SIGTERM)
+        assert server.wait(30) == 0
