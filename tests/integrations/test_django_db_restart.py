@@ -67,6 +67,6 @@ def private_postgres() -> Iterator[Tuple[str, str, int]]:
 
 def test_database_restart_mid_run(private_postgres: Tuple[str, str, int]) -> None:
     data, bin_dir, port = private_postgres
-    run_project_suite("postgres", "restart", ["restarttests"], timeout=400,
+    run_project_suite("postgres", f"restart{os.getpid()}", ["restarttests"], timeout=400,
                       SYNC_WORKER_TEST_PG_DSN=f"postgresql://postgres@127.0.0.1:{port}/postgres",
                       SW_DJANGO_PRIVATE_PG_DATA=data, SW_DJANGO_PRIVATE_PG_BIN=bin_dir)

@@ -60,4 +60,4 @@ def test_project_suite_on_postgresql() -> None:
     if not os.environ.get("SYNC_WORKER_TEST_PG_DSN"):
         pytest.skip("PostgreSQL is not running: start it with `eval \"$(scripts/services.sh)\"` (scripts/test does)")
     pytest.importorskip("psycopg", reason="psycopg 3 is not installed: pip install -e '.[dev]' installs it")
-    run_project_suite("postgres", "main", ["projecttests"])
+    run_project_suite("postgres", f"main{os.getpid()}", ["projecttests"])

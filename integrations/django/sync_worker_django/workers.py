@@ -56,14 +56,19 @@ def ensure_django() -> None:
 class DjangoClient(Client):
     """A :class:`~sync_worker.Client` that refuses Django values before anything is sent.
 
-    ``start_workflow``, ``start_activity`` and ``signal_workflow`` check their arguments with
+    ``start_workflow`` (arguments, memo, search attributes), ``start_activity``, ``signal_workflow``,
+    ``update_workflow`` and ``query_workflow`` check their arguments with
     :func:`~sync_worker_django.values.check_wire_values`: a model instance, ``datetime``,
     ``Decimal`` or ``UUID`` raises :class:`~sync_worker_django.values.DjangoValueNotAllowed`
     with its path and a hint ("pass the primary key").
     """
 
     def start_workflow(self, workflow_type: str, *args: Any, **kwargs: Any) -> Any:
-        check_wire_values(list(args) or list(kwargs.get("input") or []), what=f"start_workflow({workflow_type!r})")
+        what = f"start_workflow({workflow_type!r})"
+        check_wire_values(list(args) or list(kwargs.get("input") or []), what=what)
+        for field in ("memo", "search_attributes"):
+            if kwargs.get(field):
+                check_wire_values(kwargs[field], what=what, role=field)
         return super().start_workflow(workflow_type, *args, **kwargs)
 
     def start_activity(self, activity_type: str, *args: Any, **kwargs: Any) -> Any:
@@ -74,6 +79,16 @@ class DjangoClient(Client):
                         **kwargs: Any) -> Any:
         check_wire_values(list(args or []), what=f"signal_workflow({workflow_id!r}, {signal_name!r})")
         return super().signal_workflow(workflow_id, signal_name, args=None if args is None else list(args), **kwargs)
+
+    def update_workflow(self, workflow_id: str, update_name: str, *, args: Optional[Sequence[Any]] = None,
+                        **kwargs: Any) -> Any:
+        check_wire_values(list(args or []), what=f"update_workflow({workflow_id!r}, {update_name!r})")
+        return super().update_workflow(workflow_id, update_name, args=None if args is None else list(args), **kwargs)
+
+    def query_workflow(self, workflow_id: str, query_name: str, *, args: Optional[Sequence[Any]] = None,
+                       **kwargs: Any) -> Any:
+        check_wire_values(list(args or []), what=f"query_workflow({workflow_id!r}, {query_name!r})")
+        return super().query_workflow(workflow_id, query_name, args=None if args is None else list(args), **kwargs)
 
 
 def build_client(config: Optional[WorkerConfig] = None, **overrides: Any) -> DjangoClient:

@@ -71,6 +71,12 @@ class WorkflowTests(DurableWorkflowTestMixin, TransactionTestCase):
                     client.start_workflow("shop.fulfil_order", *args, task_queue="shop")
                 self.assertEqual(raised.exception.path, path)
                 self.assertIn(hint, str(raised.exception))
+        with self.assertRaises(DjangoValueNotAllowed) as raised:
+            client.start_workflow("shop.fulfil_order", 1, task_queue="shop",
+                                  memo={"placed": datetime.date(2026, 1, 1)})
+        self.assertIn("memo $.placed is a date", str(raised.exception))
+        with self.assertRaises(DjangoValueNotAllowed):
+            client.signal_workflow("wf-any", "approve", args=[order])
         self.assertEqual(len(client.list_workflows().workflows), before)  # nothing reached the server
 
     def test_slots_close_their_connections_and_later_tasks_get_fresh_ones(self):
