@@ -40,7 +40,7 @@ log = logging.getLogger("sync_worker.devserver")
 @click.option("--worker-stale-after", "stale_after", default=120, show_default=True, type=click.IntRange(min=1),
               help="Seconds without a heartbeat after which a worker counts as stale.")
 @click.option("--namespace", "namespaces", multiple=True, default=("default",), show_default=True,
-              help="Namespace to serve (repeatable).")
+              help="Namespace to create at start (repeatable); more through /api/namespaces.")
 @click.option("--workflow-timeouts/--no-workflow-timeouts", default=True, show_default=True,
               help="Enforce workflow run/execution timeouts (the SDK always sends 600 s / 3600 s).")
 @click.option("-l", "--loglevel", "--log-level", "log_level", default="INFO", show_default=True,
