@@ -49,6 +49,9 @@ def control_plane_features() -> Dict[str, Any]:
                            "canonicalization": "json-recursive-ksort-v1", "checksum_algorithm": "sha256"},
         "workflow_repair": {"supported": True},
         "workflow_archive": {"supported": True},
+        "system_maintenance": {"supported": True, "operations": ["repair", "repair_pass", "retention",
+                                                                 "retention_pass", "activity_timeouts",
+                                                                 "activity_timeouts_pass"]},
     }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Tuple
 
-from . import maintenance, namespaces, schedules, search_attributes, task_queues
+from . import maintenance, namespaces, schedules, search_attributes, system, task_queues
 
 if TYPE_CHECKING:
     from .routes import Request, Routes
@@ -120,6 +120,23 @@ def _redrive(r: Routes, req: Request) -> Tuple[int, Any]:
     return _tx(r, lambda: maintenance.redrive(r.engine, req.namespace, p["workflow_id"], p["run_id"]))
 
 
+def _system(name: str) -> Handler:
+    def handler(r: Routes, req: Request) -> Tuple[int, Any]:
+        calls: Dict[str, Callable[[], Dict[str, Any]]] = {
+            "repair": lambda: system.repair_status(r.engine, req.namespace),
+            "repair_pass": lambda: system.repair_pass(r.engine, req.namespace, req.body),
+            "retention": lambda: system.retention_status(r.engine, req.namespace),
+            "retention_pass": lambda: system.retention_pass(r.engine, req.namespace, req.body),
+            "activity_timeouts": lambda: system.activity_timeout_status(r.engine, req.namespace),
+            "activity_timeouts_pass": lambda: system.activity_timeout_pass(r.engine, req.namespace, req.body),
+        }
+        status, payload = _tx(r, calls[name])
+        if name.endswith("_pass"):
+            r.engine.notify_everyone()  # re-dispatched work may be waiting for a poll
+        return status, payload
+    return handler
+
+
 _TQ = "/api/task-queues/(?P<queue>[^/]+)"
 _WF = "/api/workflows/(?P<workflow_id>[^/]+)"
 _OPS: List[Tuple[str, str, Handler]] = [
@@ -136,6 +153,12 @@ _OPS: List[Tuple[str, str, Handler]] = [
     ("POST", _WF + "/repair", _repair),
     ("POST", _WF + "/archive", _archive),
     ("POST", _WF + "/runs/(?P<run_id>[^/]+)/redrive", _redrive),
+    ("GET", "/api/system/repair", _system("repair")),
+    ("POST", "/api/system/repair/pass", _system("repair_pass")),
+    ("GET", "/api/system/retention", _system("retention")),
+    ("POST", "/api/system/retention/pass", _system("retention_pass")),
+    ("GET", "/api/system/activity-timeouts", _system("activity_timeouts")),
+    ("POST", "/api/system/activity-timeouts/pass", _system("activity_timeouts_pass")),
 ]
 
 _NAME = "(?P<name>[^/]+)"

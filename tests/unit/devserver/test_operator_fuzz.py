@@ -57,6 +57,9 @@ class Harness:
             ("POST", "/api/search-attributes", {"name": f"Fz{n}", "type": "keyword"}),
             ("POST", "/api/workflows/fz-wf/archive", {"reason": "r"}),
             ("POST", "/api/workflows/fz-wf/repair", {"reason": "r"}),
+            ("POST", "/api/system/repair/pass", {"run_ids": ["run-x"], "instance_id": "fz-wf"}),
+            ("POST", "/api/system/retention/pass", {"run_ids": ["run-x"], "limit": 50}),
+            ("POST", "/api/system/activity-timeouts/pass", {"execution_ids": ["act-x"], "limit": 50}),
         ]
 
     def send(self, method: str, path: str, data: bytes) -> Tuple[int, Any]:
@@ -80,7 +83,8 @@ class Harness:
 
     def reads_work(self) -> None:
         for path in ("/schedules", "/schedules/fz-s", "/schedules/fz-s/history", "/namespaces", "/task-queues",
-                     "/task-queues/fz-q/build-ids", "/search-attributes"):
+                     "/task-queues/fz-q/build-ids", "/search-attributes", "/system/repair", "/system/retention",
+                     "/system/activity-timeouts"):
             resp = self.raw.call("GET", path)
             assert resp.status_code == 200, (path, resp.text)
 

@@ -189,12 +189,101 @@ def test_repair_archive_and_redrive(server: DevServer, raw: Raw) -> None:
 def test_cluster_info_advertises_the_operator_surface(raw: Raw) -> None:
     features = raw.ok("GET", "/cluster/info")["control_plane"]["features"]
     for name in ("namespaces", "schedules", "task_queues", "worker_records", "search_attributes", "history_export",
-                 "workflow_repair", "workflow_archive"):
+                 "workflow_repair", "workflow_archive", "system_maintenance"):
         assert features[name]["supported"] is True, name
-    assert "workflow_redrive" not in features and "system_maintenance" not in features
-    for path in ("/system/repair", "/system/retention", "/system/activity-timeouts"):
-        resp = raw.call("GET", path)
+    assert "workflow_redrive" not in features
+    for path in ("/storage/test", "/bridge-adapters/webhook/x"):
+        resp = raw.call("POST", path, {})
         assert (resp.status_code, resp.json()["reason"]) == (404, "route_not_found")
+
+
+def test_system_repair_status_and_pass(server: DevServer, raw: Raw) -> None:
+    raw.start("wf-lost")
+    raw.start("wf-leased")
+    leased = raw.poll(worker_id="w-gone")
+    lost = next(w for w in ("wf-lost", "wf-leased") if w != leased["workflow_id"])
+    engine = server.engine
+    with engine.tx():
+        run = engine.current_run("default", lost)
+        assert run is not None
+        engine.store.delete("wf_tasks", run["task_id"])  # a run stranded without a task
+        task = engine.store.get("wf_tasks", leased["task_id"])
+        assert task is not None
+        task["lease_expires_at"] = task["due_at"] = 0.0  # a lease that expired and was not yet swept
+        engine.store.put("wf_tasks", task)
+    status = raw.ok("GET", "/system/repair")
+    assert _same_keys(status, _fixture_body("system-repair-status")) == []
+    assert (status["candidates"]["existing_task_candidates"], status["candidates"]["missing_task_candidates"]) == (1, 1)
+    assert sorted(s["scope_key"].split(":")[0] for s in status["candidates"]["scopes"]) == ["wf-leased", "wf-lost"]
+    repaired = raw.ok("POST", "/system/repair/pass", {})
+    assert _same_keys(repaired, _fixture_body("system-repair-pass")) == []
+    assert (repaired["repaired_existing_tasks"], repaired["repaired_missing_tasks"], repaired["dispatched_tasks"]) == (
+        1, 1, 2)
+    claimed = {raw.poll(worker_id="w-new", timeout=1)["workflow_id"] for _ in range(2)}
+    assert claimed == {"wf-lost", "wf-leased"}
+    assert raw.ok("GET", "/system/repair")["candidates"]["total_candidates"] == 0
+    bad = raw.call("POST", "/system/repair/pass", {"run_ids": "all"})
+    assert (bad.status_code, bad.json()["reason"]) == (422, "validation_failed")
+
+
+def test_system_retention_status_and_pass(server: DevServer, raw: Raw) -> None:
+    raw.ok("POST", "/namespaces", {"name": "short", "retention_days": 1})
+    short = Raw(server.url, "short")
+    for workflow_id in ("old-done", "fresh-done", "still-open"):
+        short.start(workflow_id)
+    for _ in range(2):
+        task = short.poll(timeout=1)
+        if task["workflow_id"] == "still-open":
+            task = short.poll(timeout=1)
+        short.complete(task, [{"type": "complete_workflow", "result": envelope(1)}])
+    engine = server.engine
+    with engine.tx():
+        old = engine.current_run("short", "old-done")
+        assert old is not None and old["status"] == "completed"
+        old["closed_at"] = old["closed_at"] - 2 * 86400  # closed two days ago
+        engine.save_run(old)
+    status = short.ok("GET", "/system/retention")
+    assert _same_keys(status, _fixture_body("system-retention-status")) == []
+    assert (status["retention_days"], status["expired_run_ids"]) == (1, [old["run_id"]])
+    open_run = short.ok("GET", "/workflows/still-open")["run_id"]
+    fresh = short.ok("GET", "/workflows/fresh-done")["run_id"]
+    pruned = short.ok("POST", "/system/retention/pass", {"run_ids": [old["run_id"], open_run, fresh], "limit": 50})
+    assert _same_keys(pruned, _fixture_body("system-retention-pass")) == []
+    assert [(r["outcome"], r.get("reason")) for r in pruned["results"]] == [
+        ("pruned", None), ("skipped", "run_not_terminal"), ("skipped", "retention_not_expired")]
+    assert pruned["results"][0]["history_events_deleted"] >= 3
+    assert short.call("GET", "/workflows/old-done").status_code == 404
+    assert short.ok("GET", "/system/retention")["expired_run_count"] == 0
+    assert short.call("POST", "/system/retention/pass", {"limit": 0}).status_code == 422
+
+
+def test_system_activity_timeout_status_and_pass() -> None:
+    with DevServer(tick_seconds=3600) as server:  # no scheduler sweep: the pass does the work
+        raw = Raw(server.url)
+        raw.start("wf-act")
+        raw.complete(raw.poll(), [
+            {"type": "schedule_activity", "activity_type": "a", "arguments": envelope([]), "queue": "q",
+             "start_to_close_timeout": 1, "retry_policy": {"max_attempts": 2, "backoff_seconds": [1]}},
+            {"type": "schedule_activity", "activity_type": "b", "arguments": envelope([]), "queue": "q",
+             "start_to_close_timeout": 3600}])
+        first = raw.poll(kind="activity", timeout=1)
+        raw.poll(kind="activity", timeout=1)
+        engine = server.engine
+        with engine.tx():
+            act = engine.store.get("activities", first["activity_execution_id"])
+            assert act is not None
+            act["due_at"] = act["lease_expires_at"] = act["started_at"] - 5  # its start-to-close ran out
+            engine.store.put("activities", act)
+        status = raw.ok("GET", "/system/activity-timeouts")
+        assert _same_keys(status, _fixture_body("system-activity-timeout-status")) == []
+        assert status["expired_execution_ids"] == [first["activity_execution_id"]]
+        others = [a["execution_id"] for a in engine.store.iter_all("activities")
+                  if a["execution_id"] != first["activity_execution_id"]]
+        passed = raw.ok("POST", "/system/activity-timeouts/pass",
+                        {"execution_ids": [first["activity_execution_id"], *others], "limit": 50})
+        assert _same_keys(passed, _fixture_body("system-activity-timeout-pass")) == []
+        assert [(r["outcome"], r.get("has_retry"), r.get("reason")) for r in passed["results"]] == [
+            ("enforced", True, None), ("skipped", None, "not_expired")]
 
 
 def test_namespace_and_schedule_bodies_have_the_fixture_shapes(raw: Raw) -> None:
