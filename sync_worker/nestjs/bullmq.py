@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
 __all__ = ["BullJob", "BullQueue", "wait_for_marker"]
 
@@ -221,7 +221,8 @@ class BullJob:
 class BullQueue:
     """One BullMQ queue on a synchronous ``redis.Redis`` client (``decode_responses=True``)."""
 
-    _scripts: Dict[Tuple[int, str], Any] = {}
+    #: Script objects by source (their SHA); always called with an explicit client.
+    _scripts: Dict[str, Any] = {}
 
     def __init__(self, redis: Any, name: str, *, key_prefix: str = "bull") -> None:
         self.redis = redis
@@ -232,12 +233,10 @@ class BullQueue:
         return self.base + part
 
     def _run(self, source: str, keys: Sequence[str], args: Sequence[Any], pipe: Any = None) -> Any:
-        cache_key = (id(self.redis), source)
-        script = self._scripts.get(cache_key)
+        script = self._scripts.get(source)
         if script is None:
-            script = self.redis.register_script(source)
-            self._scripts[cache_key] = script
-        return script(keys=list(keys), args=list(args), client=pipe)
+            script = self._scripts[source] = self.redis.register_script(source)
+        return script(keys=list(keys), args=list(args), client=pipe if pipe is not None else self.redis)
 
     # -- consuming ------------------------------------------------------------------------------
 

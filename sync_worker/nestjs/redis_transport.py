@@ -123,9 +123,12 @@ class RedisTransport:
         else:
             self._redis = redis.Redis.from_url(self.url, decode_responses=True, socket_timeout=30.0,
                                                socket_connect_timeout=10.0, health_check_interval=30)
-        # BZPOPMIN holds its connection for up to `block` seconds: give it its own pool.
+        # BZPOPMIN holds its connection for up to `block` seconds: give it its own pool (same server,
+        # credentials and TLS, a socket timeout longer than the block).
+        pool = self._redis.connection_pool
         self._blocking = redis.Redis(connection_pool=redis.ConnectionPool(
-            **{**self._redis.connection_pool.connection_kwargs, "socket_timeout": block + 10.0}))
+            connection_class=pool.connection_class,
+            **{**pool.connection_kwargs, "socket_timeout": block + 10.0}))
         self._redis.ping()  # fail fast: a worker that cannot reach Redis does not start
         self._tokens = [routing_token(name, self.partition) for name in names]
         self._queues = [BullQueue(self._redis, self.tasks_queue(token)) for token in self._tokens]
