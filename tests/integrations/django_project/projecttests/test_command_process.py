@@ -140,10 +140,25 @@ class CommandProcessTests(DurableWorkflowTestMixin, TransactionTestCase):
         order.refresh_from_db()
         self.assertEqual(order.status, "new")  # the abandoned attempt never wrote
 
-    def test_sigint_then_sigquit(self):
+    def test_work_still_running_at_the_shutdown_deadline_exits_3(self):
+        order = Order.objects.create(customer="deadline")
+        worker = self.launch("--shutdown-timeout", "1")
+        handle = self.durable_client.start_workflow("shop.slow_touch", order.pk, 60.0, task_queue="shop")
+        self.wait_activity_started(handle)
+        worker.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(worker.wait_exit(30), 3, worker.output())
+        self.assertIn("shutdown deadline", worker.output())
+
+    def test_sigint_is_warm_too_and_sigquit_is_cold(self):
         worker = self.launch()
         worker.proc.send_signal(signal.SIGINT)
         self.assertEqual(worker.wait_exit(30), 0, worker.output())
+        order = Order.objects.create(customer="quit")
+        worker = self.launch("--shutdown-timeout", "60")
+        handle = self.durable_client.start_workflow("shop.slow_touch", order.pk, 60.0, task_queue="shop")
+        self.wait_activity_started(handle)
+        worker.proc.send_signal(signal.SIGQUIT)
+        self.assertEqual(worker.wait_exit(30), 4, worker.output())
 
     def test_an_unreachable_server_exits_1(self):
         env = dict(os.environ, SW_DJANGO_USE_TEST_DB="1", DURABLE_WORKFLOW_SERVER_URL="http://127.0.0.1:9")
