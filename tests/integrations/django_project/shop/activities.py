@@ -47,3 +47,16 @@ def connection_state() -> dict:
     was_open = connection.connection is not None
     Order.objects.count()
     return {"open_at_start": was_open, "vendor": connection.vendor}
+
+
+@activity.defn(name="shop.pg_nap")
+def pg_nap(seconds: float) -> list:
+    """Waits inside PostgreSQL (pg_sleep); returns when the server started the statement, and its end.
+
+    Server-side times: a worker whose database wait blocks every other slot cannot even send the
+    next slot's statement until this one returns, so their spans would not overlap.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT extract(epoch FROM statement_timestamp())::float8, pg_sleep(%s)", [seconds])
+        started = cursor.fetchone()[0]
+    return [started, started + seconds]
