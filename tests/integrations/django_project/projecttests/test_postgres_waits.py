@@ -8,7 +8,6 @@ project runs on PostgreSQL (SQLite has no server-side wait).
 
 from django.conf import settings
 from django.test import TransactionTestCase
-
 from sync_worker_django.runner import gevent_patched
 from sync_worker_django.testing import DurableWorkflowTestMixin
 
