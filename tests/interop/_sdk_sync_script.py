@@ -84,6 +84,8 @@ def run(server_url: str, queue: str, prefix: str) -> Record:
             workflow_type="script.order", task_queue=queue, workflow_id=wid, input=[{"sku": "A-1", "qty": 2}],
             memo={"source": "script"}), lambda h: (h.workflow_id, h.workflow_type, h.run_id is not None))
         _until(lambda: client.query_workflow(wid, "stage")["result"] == "waiting")
+        _step(record, "repair_workflow", lambda: client.repair_workflow(wid), lambda v: v.outcome)  # an open run
+        _step(record, "handle.repair", lambda: handle.repair(), lambda v: v.outcome)
         _step(record, "query_workflow", lambda: client.query_workflow(wid, "stage")["result"])
         _step(record, "handle.query", lambda: handle.query("stage")["result"])
         _step(record, "update_workflow", lambda: client.update_workflow(
@@ -111,8 +113,6 @@ def run(server_url: str, queue: str, prefix: str) -> Record:
         _step(record, "handle.get_history", lambda: len(handle.get_history()["events"]) > 3)
         _step(record, "export_history", lambda: client.export_history(wid, run_id), lambda v: v.get("schema"))
         _step(record, "handle.export_history", lambda: handle.export_history(), lambda v: v.get("schema"))
-        _step(record, "repair_workflow", lambda: client.repair_workflow(wid), lambda v: v.outcome)
-        _step(record, "handle.repair", lambda: handle.repair(), lambda v: v.outcome)
         _step(record, "archive_workflow", lambda: client.archive_workflow(wid, reason="scripted"),
               lambda v: v.outcome)
         _step(record, "handle.archive", lambda: handle.archive(reason="again"), lambda v: v.outcome)
@@ -158,7 +158,7 @@ def run(server_url: str, queue: str, prefix: str) -> Record:
               lambda v: (v.task_queue, sorted(str(c.build_id) for c in v.build_ids)))
         for verb in ("drain", "promote", "resume"):
             method = getattr(client, f"{verb}_task_queue_build_id")
-            _step(record, f"{verb}_task_queue_build_id", lambda method=method: method(queue, None),
+            _step(record, f"{verb}_task_queue_build_id", lambda method=method: method(queue, "build-1"),
                   lambda v: (v.task_queue, v.build_id, v.drain_intent))
 
         # -- schedules --------------------------------------------------------------------

@@ -90,7 +90,7 @@ def _swapped_script() -> types.ModuleType:
 
 
 def _drive(script: types.ModuleType) -> List[Tuple[Any, ...]]:
-    queue = f"swap-{uuid.uuid4().hex[:8]}"
+    queue = "swap-queue"  # each run has its own dev server, so the records compare
     with DevServer(port=0, db=":memory:", workflow_task_lease_seconds=30, query_timeout_seconds=10) as server:
         client = Client(server.url)
         worker = Worker(client, task_queue=queue, workflows=[ScriptOrder, ScriptFail, ScriptWait],
