@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 import types
-import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
