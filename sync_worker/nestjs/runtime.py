@@ -34,6 +34,7 @@ from ..worker.admission import (
     AdmissionGate,
     ConcurrencyOption,
     ControlLoop,
+    MemoryProbe,
     resolve_concurrency,
     start_control_loop,
 )
@@ -116,7 +117,11 @@ class _Backoff(PollFailureBackoff):
 
 
 class NestjsWorker:
-    """Serve ``steps`` from ``transport`` until stopped (``run()`` blocks; ``stop()`` from anywhere)."""
+    """Serve ``steps`` from ``transport`` until stopped (``run()`` blocks; ``stop()`` from anywhere).
+
+    ``concurrency`` is a fixed N, ``"adaptive"`` or a dict of knobs (docs/concurrency.md);
+    ``memory_probe`` is where the admission gate reads memory (default: cgroup, then /proc).
+    """
 
     def __init__(
         self,
@@ -128,6 +133,7 @@ class NestjsWorker:
         shutdown_timeout: float = 30.0,
         instance_id: Optional[str] = None,
         idle_wait: float = 1.0,
+        memory_probe: Optional[MemoryProbe] = None,
     ) -> None:
         if not steps.names:
             raise ValueError("the StepWorker has no steps registered")
@@ -144,7 +150,8 @@ class NestjsWorker:
         self.backend: ConcurrencyBackend = backend_for_pool(pool if pool is not None else default_pool())
         self.pool = self.backend.name
         b = self.backend
-        self._gate = AdmissionGate(self.concurrency_config, clock=b.monotonic, lock_factory=b.native_lock,
+        self._gate = AdmissionGate(self.concurrency_config, probe=memory_probe, clock=b.monotonic,
+                                   lock_factory=b.native_lock, event_factory=b.event, name="step",
                                    tags={"task_kind": "step", "task_queue": transport.kind})
         self._slots = SlotPool(b, "step", self.concurrency, self._gate)
         self._control_loop: Optional[ControlLoop] = None

@@ -157,3 +157,64 @@ def test_the_worker_in_process_reports_ready_and_stops_clean(client: Any) -> Non
     runner.join(10)
     assert worker.state is WorkerState.STOPPED and not client.exists(key)
     assert worker not in health.running_workers()  # type: ignore[comparison-overlap]
+
+
+def test_the_memory_gate_is_asked_before_a_job_is_claimed(client: Any) -> None:
+    """Adaptive slots: a job the gate will not admit stays in BullMQ's wait list for another replica."""
+    import threading
+
+    from sync_worker.nestjs import NestjsWorker, StepWorker
+    from sync_worker.worker.admission import MemoryProbe
+
+    usage = {"bytes": 100}
+    probe = MemoryProbe(usage_reader=lambda: usage["bytes"], limit_reader=lambda: 1000)
+    release = {name: threading.Event() for name in "abc"}
+    running: list = []
+
+    steps = StepWorker()
+
+    @steps.step("mem.big")
+    def big(data: Any) -> Any:
+        running.append(data["k"])
+        release[data["k"]].wait(20)
+        return data["k"]
+
+    transport = RedisTransport(redis_url() or "", prefix=client.test_prefix)
+    worker = NestjsWorker(steps, transport, concurrency={"min": 4, "max": 4}, pool="threads", idle_wait=0.2,
+                          memory_probe=probe)
+    q = BullQueue(client, transport.tasks_queue("mem.big"))
+    for seq, k in enumerate("abc"):
+        q.add("task", json.dumps({"runId": "m", "seq": seq, "stepId": f"m:{seq}", "name": "mem.big",
+                                  "input": {"k": k}, "attempt": 1}), {"removeOnComplete": True}, NOW())
+    runner = threading.Thread(target=worker.run, daemon=True)
+    runner.start()
+
+    def until(predicate: Any, what: str) -> None:
+        deadline = time.monotonic() + 10
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: {worker.status().concurrency}"
+            time.sleep(0.02)
+
+    try:
+        until(lambda: running == ["a"], "a to run")
+        time.sleep(0.8)  # several admission polls: the first step of a process runs alone
+        assert running == ["a"] and client.llen(q.key("wait")) == 2
+        usage["bytes"] = 800  # 80%: above ramAdmitPct (75%) ...
+        release["a"].set()  # ... but with nothing in flight the gate always admits: b runs
+        until(lambda: running == ["a", "b"], "b to run")
+        time.sleep(0.8)  # with b in flight, c is deferred
+        status = worker.status().concurrency
+        assert status is not None and status.gate == "deferring" and status.waiting == 1, status
+        assert running == ["a", "b"] and client.llen(q.key("wait")) == 1  # c was never claimed
+        usage["bytes"] = 300
+        release["b"].set()
+        until(lambda: running == ["a", "b", "c"], "c to run once memory is back")
+        release["c"].set()
+    finally:
+        for event in release.values():
+            event.set()
+        worker.stop()
+        runner.join(10)
+    results = BullQueue(client, transport.results_queue)
+    outputs = sorted(job.data["output"] for job in iter(lambda: results.fetch("t", 1000, "e", NOW()), None))
+    assert outputs == ["a", "b", "c"]
