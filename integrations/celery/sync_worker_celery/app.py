@@ -338,6 +338,7 @@ class Celery:
         self._run_autodiscovery()
 
     def finalize(self, auto: bool = False) -> None:
+        """Import the task modules, apply ``task_annotations``, say which settings change nothing."""
         if self._finalized:
             return
         self._finalized = True
@@ -346,7 +347,34 @@ class Celery:
         with _state_lock:
             for task in _shared:
                 self.tasks.setdefault(str(task.name), task)
+        self._apply_annotations()
+        self._notice_settings()
         self.on_after_finalize.send(sender=self)
+
+    def _apply_annotations(self) -> None:
+        """``task_annotations``: ``{name-or-"*": {attr: value}}`` (or a list of those) set on the tasks."""
+        annotations = self.conf.get("task_annotations")
+        if not annotations:
+            return
+        for mapping in annotations if isinstance(annotations, (list, tuple)) else [annotations]:
+            if not isinstance(mapping, dict):
+                raise UnsupportedFeature("task_annotations objects with annotate() are not supported; use a dict")
+            for pattern, attributes in mapping.items():
+                for task in self.tasks.values():
+                    if pattern == "*" or pattern == task.name:
+                        for key, value in dict(attributes).items():
+                            if key.startswith("on_") and callable(value):
+                                raise UnsupportedFeature(f"task_annotations handler {key!r} is not supported")
+                            setattr(task, key, value)
+
+    def _notice_settings(self) -> None:
+        from .config import DEFAULTS, IGNORED_SETTINGS
+
+        for key, value in self.conf.items():
+            if key in IGNORED_SETTINGS and value != DEFAULTS.get(key):
+                notices.once(f"setting:{key}", f"setting {key} is ignored: {IGNORED_SETTINGS[key]}")
+            elif key not in DEFAULTS and key not in IGNORED_SETTINGS:
+                notices.once(f"setting:{key}", f"setting {key} is not known to sync_worker_celery and is ignored")
 
     # -- periodic tasks ----------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import types
 from typing import Any, Callable, Dict, Iterator, Mapping, MutableMapping, Optional, Tuple
 
 __all__ = ["DEFAULTS", "Settings", "load_source"]
@@ -47,6 +48,8 @@ DEFAULTS: Dict[str, Any] = {
     "worker_concurrency": None,
     "worker_prefetch_multiplier": 4,
     "worker_hijack_root_logger": True,
+    "worker_disable_rate_limits": False,
+    "task_default_rate_limit": None,
     "durable_workflow_server_url": None,
     "durable_workflow_auth_token": None,
     "durable_workflow_namespace": None,
@@ -54,6 +57,34 @@ DEFAULTS: Dict[str, Any] = {
     #: three missed beats and retries it elsewhere. Also how fast revoke(terminate=True) is seen.
     #: 0 disables the heartbeat (then only time_limit, or a 24 h lease, bounds a lost attempt).
     "durable_workflow_heartbeat_interval": float(os.environ.get("DURABLE_WORKFLOW_HEARTBEAT_INTERVAL") or 10.0),
+}
+
+#: Celery settings that change nothing here; setting one logs a one-time notice saying why.
+IGNORED_SETTINGS: Dict[str, str] = {
+    "broker_url": "the Durable Workflow server is the broker",
+    "result_backend": "the Durable Workflow server keeps results",
+    "task_serializer": "payloads are always Avro Values", "result_serializer": "payloads are always Avro Values",
+    "accept_content": "payloads are always Avro Values", "task_compression": "payloads are not compressed",
+    "result_compression": "payloads are not compressed",
+    "result_expires": "the server's history retention applies", "result_extended": "results are always extended",
+    "task_acks_late": "tasks are always durable (acks late)",
+    "task_acks_on_failure_or_timeout": "tasks are always durable",
+    "task_reject_on_worker_lost": "an attempt lost with its worker always runs again",
+    "task_track_started": "STARTED is always reported", "task_ignore_result": "the server keeps every result",
+    "task_store_errors_even_if_ignored": "the server keeps every error",
+    "worker_prefetch_multiplier": "a worker leases only what its free slots can run",
+    "worker_max_tasks_per_child": "there are no child processes",
+    "worker_max_memory_per_child": "there are no child processes (see the memory admission gate)",
+    "worker_send_task_events": "there is no event stream", "task_send_sent_event": "there is no event stream",
+    "worker_hijack_root_logger": "the CLI configures logging", "enable_utc": "times are UTC on the wire",
+    "task_queues": "queues exist when used; name them with -Q", "task_create_missing_queues": "queues always exist",
+    "task_default_exchange": "there are no exchanges", "task_default_routing_key": "there are no routing keys",
+    "task_default_exchange_type": "there are no exchanges",
+    "broker_connection_retry_on_startup": "there is no broker", "broker_connection_retry": "there is no broker",
+    "broker_pool_limit": "there is no broker", "broker_transport_options": "there is no broker",
+    "broker_heartbeat": "there is no broker", "result_backend_transport_options": "there is no result backend",
+    "beat_scheduler": "the server runs schedules", "beat_schedule_filename": "the server runs schedules",
+    "worker_pool": "use -P threads|gevent", "worker_state_db": "the server keeps state",
 }
 
 #: Celery 3 setting names still seen in old projects, mapped to their new names.
@@ -98,7 +129,7 @@ def _items(obj: Any) -> Iterator[Tuple[Any, Any]]:
             value = getattr(obj, name)
         except Exception:  # a lazy settings object may refuse some names
             continue
-        if callable(value) and not isinstance(value, type) and name.islower():
+        if isinstance(value, types.ModuleType) or (callable(value) and not isinstance(value, type) and name.islower()):
             continue
         yield name, value
 

@@ -12,23 +12,41 @@ from typing import Any, Optional, Union
 
 __all__ = [
     "AlreadyRegistered",
+    "AlwaysEagerIgnored",
+    "BackendError",
+    "BackendGetMetaError",
+    "BackendStoreError",
+    "CDeprecationWarning",
+    "CPendingDeprecationWarning",
+    "CeleryWarning",
     "CeleryError",
     "ChordError",
+    "DuplicateNodenameWarning",
+    "FixupWarning",
     "Ignore",
     "ImproperlyConfigured",
+    "IncompleteStream",
     "InvalidTaskError",
     "MaxRetriesExceededError",
+    "NotConfigured",
     "NotRegistered",
+    "OperationalError",
+    "QueueNotFound",
     "Reject",
     "RemoteTaskError",
     "Retry",
+    "RetryTaskError",
+    "SecurityError",
     "SoftTimeLimitExceeded",
     "TaskError",
     "TaskRevokedError",
+    "Terminated",
     "TimeLimitExceeded",
     "TimeoutError",
     "UnsupportedFeature",
     "WorkerLostError",
+    "WorkerShutdown",
+    "WorkerTerminate",
 ]
 
 
@@ -183,6 +201,77 @@ class RemoteTaskError(CeleryError):
         self.message = message
         self.traceback = traceback
         self.exc_class = exc_class
+
+
+class Terminated(Exception):
+    """The task was terminated (``revoke(terminate=True)``)."""
+
+
+class WorkerShutdown(SystemExit):
+    """Raised to make the worker shut down (Celery's name; not raised by this facade)."""
+
+
+class WorkerTerminate(SystemExit):
+    """Raised to make the worker terminate (Celery's name; not raised by this facade)."""
+
+
+WorkerTerminateError = WorkerTerminate
+
+
+class QueueNotFound(KeyError):
+    """A queue named in a route does not exist."""
+
+
+class OperationalError(Exception):
+    """A transport-level error (Celery's name)."""
+
+
+class SecurityError(CeleryError):
+    """A security-related error."""
+
+
+class NotConfigured(UserWarning):
+    """The app is not configured."""
+
+
+class BackendError(Exception):
+    """An error with the result backend (here: the Durable Workflow server)."""
+
+
+class BackendGetMetaError(BackendError):
+    """A result could not be read."""
+
+
+class BackendStoreError(BackendError):
+    """A result could not be stored."""
+
+
+class IncompleteStream(TaskError):
+    """Found the end of a stream of data, but the data is not complete."""
+
+
+class CeleryWarning(UserWarning):
+    """Base of Celery's warnings."""
+
+
+class AlwaysEagerIgnored(CeleryWarning):
+    """send_task ignores task_always_eager."""
+
+
+class DuplicateNodenameWarning(CeleryWarning):
+    """Several workers share a node name."""
+
+
+class FixupWarning(CeleryWarning):
+    """A fixup failed."""
+
+
+class CDeprecationWarning(DeprecationWarning):
+    """A Celery deprecation warning."""
+
+
+class CPendingDeprecationWarning(PendingDeprecationWarning):
+    """A Celery pending-deprecation warning."""
 
 
 class UnsupportedFeature(CeleryError, NotImplementedError):

@@ -261,7 +261,9 @@ def activity_for(task: Task) -> Callable[..., Any]:
             delivery_info={"exchange": "", "routing_key": info.task_queue, "priority": None,
                            "redelivered": retries > 0})
         request._publish_state = ctx.heartbeat_sync  # type: ignore[attr-defined]
-        ratelimit.acquire(str(task.name), task.rate_limit)
+        signals.task_received.send(sender=None, request=request)
+        if not app.conf.worker_disable_rate_limits:
+            ratelimit.acquire(str(task.name), task.rate_limit or app.conf.task_default_rate_limit)
         standalone = None if meta.get("id") else info.workflow_id
         interval = float(app.conf.durable_workflow_heartbeat_interval or 0)
         with _Watch(ctx, app, standalone, interval) as watch:

@@ -12,6 +12,7 @@ failed → FAILURE, cancelled (revoked) or expired before it started → REVOKED
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import time
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
@@ -22,7 +23,8 @@ from .exceptions import RemoteTaskError, TaskRevokedError, TimeoutError
 if TYPE_CHECKING:  # pragma: no cover
     from .app import Celery
 
-__all__ = ["AsyncResult", "EagerResult", "GroupResult", "ResultBase", "ResultSet", "rebuild_exception"]
+__all__ = ["AsyncResult", "EagerResult", "GroupResult", "ResultBase", "ResultSet", "allow_join_result",
+           "denied_join_result", "rebuild_exception", "result_from_tuple"]
 
 _ACTIVITY_STATES = {"scheduled": states.PENDING, "running": states.STARTED, "retrying": states.RETRY,
                     "completed": states.SUCCESS, "failed": states.FAILURE, "cancelled": states.REVOKED,
@@ -51,6 +53,23 @@ def rebuild_exception(exc_type: Optional[str], exc_class: Optional[str], message
         except Exception:
             pass
     return RemoteTaskError(exc_type or "Exception", message, traceback, exc_class)
+
+
+@contextlib.contextmanager
+def allow_join_result() -> Iterator[None]:
+    """Celery's guard against ``.get()`` inside a task; waiting inside a task is allowed here."""
+    yield
+
+
+@contextlib.contextmanager
+def denied_join_result() -> Iterator[None]:
+    yield
+
+
+def result_from_tuple(r: Any, app: Optional[Celery] = None) -> Any:
+    """Rebuild a result from ``AsyncResult.as_tuple()``."""
+    (task_id, parent), _ = r
+    return AsyncResult(task_id, app=app, parent=result_from_tuple(parent, app) if parent else None)
 
 
 class ResultBase:

@@ -20,20 +20,26 @@ signal                 sender              arguments
 before_task_publish    task name (str)     body, exchange, routing_key, headers, properties,
                                            declare, retry_policy
 after_task_publish     task name (str)     body, exchange, routing_key, headers
-task_received          the worker          request
+task_received          None                request (sent as the worker starts the call)
 task_prerun            the task            task_id, task, args, kwargs
 task_postrun           the task            task_id, task, args, kwargs, retval, state
 task_success           the task            result
 task_failure           the task            task_id, exception, args, kwargs, traceback, einfo
 task_retry             the task            request, reason, einfo
 task_revoked           the task            request, terminated, signum, expired
-task_unknown           None                name, id, message, exc
 worker_init            the worker          (none)
 worker_process_init    None                (none; once per worker process)
 worker_ready           the worker          (none)
 worker_shutdown        the worker          (none)
+worker_process_shutdown None               pid, exitcode
+import_modules         the app             (none)
 celeryd_init           hostname (str)      instance, conf, options
 =====================  ==================  ====================================================
+
+Never sent here (connecting one logs a notice): ``task_sent``, ``task_rejected``, ``task_unknown``,
+``task_internal_error``, ``beat_init``, ``beat_embedded_init``, ``setup_logging``,
+``after_setup_logger``, ``after_setup_task_logger``, ``heartbeat_sent``, ``user_preload_options``,
+``worker_before_create_process``.
 """
 
 from __future__ import annotations
@@ -47,9 +53,13 @@ __all__ = [
     "Signal",
     "after_task_publish",
     "before_task_publish",
+    "after_setup_logger",
+    "after_setup_task_logger",
+    "beat_embedded_init",
     "beat_init",
     "celeryd_after_setup",
     "celeryd_init",
+    "heartbeat_sent",
     "import_modules",
     "setup_logging",
     "task_failure",
@@ -63,6 +73,8 @@ __all__ = [
     "task_sent",
     "task_success",
     "task_unknown",
+    "user_preload_options",
+    "worker_before_create_process",
     "worker_init",
     "worker_process_init",
     "worker_process_shutdown",
@@ -87,8 +99,10 @@ def _sender_key(sender: Any) -> Any:
 class Signal:
     """A named signal; ``connect`` is usable bare, with arguments, or as a plain call."""
 
-    def __init__(self, name: str, providing_args: Optional[List[str]] = None) -> None:
+    def __init__(self, name: str, providing_args: Optional[List[str]] = None, sent: bool = True) -> None:
         self.name = name
+        #: False for the Celery signals this facade never sends (connecting logs a notice)
+        self.sent = sent
         self.providing_args = list(providing_args or [])
         self._lock = threading.Lock()
         # (lookup key, sender key, receiver ref or callable, is_weak)
@@ -108,6 +122,11 @@ class Signal:
         return receiver
 
     def _connect(self, receiver: Callable[..., Any], sender: Any, weak: bool, dispatch_uid: Optional[str]) -> None:
+        if not self.sent:
+            from . import notices
+
+            notices.once(f"signal:{self.name}", f"signal {self.name} is never sent by sync_worker_celery "
+                                                "(nothing in it happens here); the receiver will not be called")
         skey = _sender_key(sender)
         lookup = (dispatch_uid or self._receiver_id(receiver), skey)
         ref: Any = receiver
@@ -179,7 +198,7 @@ class Signal:
 
 before_task_publish = Signal("before_task_publish")
 after_task_publish = Signal("after_task_publish")
-task_sent = Signal("task_sent")
+task_sent = Signal("task_sent", sent=False)
 task_received = Signal("task_received")
 task_prerun = Signal("task_prerun")
 task_postrun = Signal("task_postrun")
@@ -187,9 +206,9 @@ task_success = Signal("task_success")
 task_failure = Signal("task_failure")
 task_retry = Signal("task_retry")
 task_revoked = Signal("task_revoked")
-task_rejected = Signal("task_rejected")
-task_unknown = Signal("task_unknown")
-task_internal_error = Signal("task_internal_error")
+task_rejected = Signal("task_rejected", sent=False)
+task_unknown = Signal("task_unknown", sent=False)
+task_internal_error = Signal("task_internal_error", sent=False)
 import_modules = Signal("import_modules")
 celeryd_init = Signal("celeryd_init")
 celeryd_after_setup = Signal("celeryd_after_setup")
@@ -199,5 +218,11 @@ worker_process_shutdown = Signal("worker_process_shutdown")
 worker_ready = Signal("worker_ready")
 worker_shutdown = Signal("worker_shutdown")
 worker_shutting_down = Signal("worker_shutting_down")
-beat_init = Signal("beat_init")
-setup_logging = Signal("setup_logging")
+beat_init = Signal("beat_init", sent=False)
+beat_embedded_init = Signal("beat_embedded_init", sent=False)
+setup_logging = Signal("setup_logging", sent=False)
+after_setup_logger = Signal("after_setup_logger", sent=False)
+after_setup_task_logger = Signal("after_setup_task_logger", sent=False)
+heartbeat_sent = Signal("heartbeat_sent", sent=False)
+user_preload_options = Signal("user_preload_options", sent=False)
+worker_before_create_process = Signal("worker_before_create_process", sent=False)

@@ -4,6 +4,7 @@ the app (as activities named after the tasks) and the canvas workflow."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from typing import TYPE_CHECKING, Any, List, Optional
@@ -119,3 +120,4 @@ class WorkerGroup:
         for thread in self._threads:
             thread.join(timeout)
         signals.worker_shutdown.send(sender=self)
+        signals.worker_process_shutdown.send(sender=None, pid=os.getpid(), exitcode=0)
