@@ -176,39 +176,30 @@ def test_worker_and_task_queue_commands(served: Tuple[DevServer, str]) -> None:
     assert "cli.greeter" in described["supported_workflow_types"]
     code, table, _ = cli(server, "worker", "list")
     assert code == 0 and table.splitlines()[0].startswith("WORKER_ID")
-    code, out, err = cli(server, "task-queue", "list", "--json")
-    if code == 0:
-        assert queue in [q["name"] for q in json.loads(out)["task_queues"]]
-    else:  # not served by this dev server yet: refused with the contract's reason, exit 5
-        assert code == 5 and json.loads(out)["error"]["reason"] == "route_not_found", err
+    listed = ok_json(server, "task-queue", "list")
+    assert queue in [q["name"] for q in listed["task_queues"]]
+    assert ok_json(server, "task-queue", "describe", queue)["name"] == queue
+    assert ok_json(server, "task-queue", "build-ids", queue)["task_queue"] == queue
+    drained = ok_json(server, "task-queue", "drain", queue, "--build-id", "b-old")
+    assert (drained["build_id"], drained["drain_intent"]) == ("b-old", "draining")
+    assert ok_json(server, "task-queue", "resume", queue, "--build-id", "b-old")["drain_intent"] == "active"
+    assert ok_json(server, "task-queue", "promote", queue, "--build-id", "b-new")["new_start_selected"] is True
+    code, table, _ = cli(server, "task-queue", "list")
+    assert code == 0 and table.splitlines()[0].split() == ["NAME", "WORKFLOW_TASKS", "ACTIVITY_TASKS", "POLLERS"]
 
 
-def test_schedule_commands(served: Tuple[DevServer, str]) -> None:
+def test_history_export_repair_archive_commands(served: Tuple[DevServer, str]) -> None:
     server, queue = served
-    sid = f"cli-sched-{uuid.uuid4().hex[:6]}"
-    created = ok_json(server, "schedule", "create", "--schedule-id", sid, "--workflow-type", "cli.greeter",
-                      "--cron", "0 6 * * *", "--task-queue", queue, "--input", '["scheduled"]',
-                      "--overlap-policy", "allow_all", "--paused", "--note", "from the CLI")
-    assert created["schedule_id"] == sid
-    described = ok_json(server, "schedule", "describe", sid)
-    assert (described["status"], described["spec"]["cron_expressions"]) == ("paused", ["0 6 * * *"])
-    assert sid in [s["schedule_id"] for s in ok_json(server, "schedule", "list")["schedules"]]
-    code, table, _ = cli(server, "schedule", "list")
-    assert code == 0 and table.splitlines()[0].startswith("SCHEDULE_ID")
-    ok_json(server, "schedule", "update", sid, "--note", "updated", "--jitter", "0")
-    ok_json(server, "schedule", "resume", sid, "--note", "go")
-    ok_json(server, "schedule", "pause", sid, "--note", "stop")
-    ok_json(server, "schedule", "resume", sid)
-    fired = ok_json(server, "schedule", "trigger", sid)
-    assert fired["outcome"] == "triggered" and fired["workflow_id"]
-    ok_json(server, "workflow", "signal", fired["workflow_id"], "finish", "--input", '["sched"]')
-    code, out, _ = cli(server, "workflow", "result", fired["workflow_id"], "--timeout", "30")
-    assert (code, json.loads(out)) == (0, "hello sched (for scheduled)")
-    backfilled = ok_json(server, "schedule", "backfill", sid, "--start-time", "2026-01-01T05:00:00Z",
-                         "--end-time", "2026-01-01T07:00:00Z")
-    assert backfilled["fires_attempted"] == 1
-    events = ok_json(server, "schedule", "history", sid, "--limit", "100")["events"]
-    assert events[0]["event_type"] == "ScheduleCreated" and "ScheduleTriggered" in [e["event_type"] for e in events]
-    ok_json(server, "schedule", "delete", sid)
-    code, out, _ = cli(server, "schedule", "describe", sid, "--json")
-    assert code == 5 and json.loads(out)["error"]["reason"] == "schedule_not_found"
+    wid = f"cli-ops-{uuid.uuid4().hex[:6]}"
+    run_id = ok_json(server, "workflow", "start", "--type", "cli.greeter", "--workflow-id", wid, "--task-queue",
+                     queue, "--input", '["ops"]')["run_id"]
+    assert ok_json(server, "workflow", "repair", wid)["outcome"] == "repair_requested"
+    code, out, err = cli(server, "workflow", "archive", wid, "--json")
+    assert code == 2 and json.loads(out)["error"]["reason"] == "run_not_closed", err  # still open
+    ok_json(server, "workflow", "signal", wid, "finish", "--input", '["ops"]')
+    assert cli(server, "workflow", "result", wid, "--timeout", "30")[0] == 0
+    code, out, _ = cli(server, "workflow", "history-export", wid, run_id)
+    bundle = json.loads(out)
+    assert code == 0 and bundle["schema"] == "durable-workflow.v2.history-export"
+    assert bundle["workflow"]["instance_id"] == wid
+    assert ok_json(server, "workflow", "archive", wid, "--reason", "done")["outcome"] == "archived"
