@@ -34,17 +34,23 @@ EXIT_OK, EXIT_FAILURE, EXIT_INVALID, EXIT_NETWORK, EXIT_AUTH, EXIT_NOT_FOUND, EX
 
 DEFAULT_SERVER = "http://127.0.0.1:7233"
 
+# the list of a listing response, printed one object per line by ``--output jsonl``
+_LIST_KEYS = ("workflows", "runs", "events", "schedules", "namespaces", "activities", "workers", "task_queues",
+              "build_ids")
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Context:
     """The resolved connection and output mode of one command."""
 
-    def __init__(self, server: str, token: Optional[str], namespace: str, as_json: bool) -> None:
+    def __init__(self, server: str, token: Optional[str], namespace: str, as_json: bool,
+                 jsonl: bool = False) -> None:
         self.server = server
         self.token = token
         self.namespace = namespace
-        self.as_json = as_json
+        self.as_json = as_json or jsonl
+        self.jsonl = jsonl
         self._client: Any = None
 
     @property
@@ -69,6 +75,12 @@ class Context:
 
     def emit(self, value: Any, human: Optional[Callable[[Any], None]] = None) -> None:
         """``--json``: the JSON document on stdout; otherwise the human view (``human``, else key: value)."""
+        if self.jsonl:
+            items = next((value[key] for key in _LIST_KEYS if isinstance(value, dict)
+                          and isinstance(value.get(key), list)), None)
+            for item in items if items is not None else [value]:
+                click.echo(json.dumps(item, ensure_ascii=False, separators=(",", ":"), default=str))
+            return
         if self.as_json or human is None:
             if self.as_json:
                 click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
@@ -194,8 +206,10 @@ def command(group: click.Group, name: str, **kwargs: Any) -> Callable[[F], F]:
     """
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
-        def run(server: str, token: Optional[str], namespace: str, as_json: bool, **params: Any) -> Any:
-            return fn(Context(server, token or None, namespace, as_json), **params)
+        def run(server: str, token: Optional[str], namespace: str, as_json: bool, output: Optional[str],
+                **params: Any) -> Any:
+            ctx = Context(server, token or None, namespace, as_json or output == "json", jsonl=output == "jsonl")
+            return fn(ctx, **params)
 
         options = [
             click.option("--server", "-s", envvar="DURABLE_WORKFLOW_SERVER_URL", default=DEFAULT_SERVER,
@@ -205,6 +219,8 @@ def command(group: click.Group, name: str, **kwargs: Any) -> Callable[[F], F]:
             click.option("--namespace", envvar="DURABLE_WORKFLOW_NAMESPACE", default="default", show_default=True,
                          help="Namespace (env DURABLE_WORKFLOW_NAMESPACE)."),
             click.option("--json", "as_json", is_flag=True, help="Print the server's JSON response."),
+            click.option("--output", type=click.Choice(["table", "json", "jsonl"]), default=None,
+                         help="table (default), json (= --json), jsonl: a listing one object per line."),
         ]
         wrapped: Any = run
         for option in options:

@@ -160,3 +160,29 @@ def test_human_output_is_a_table() -> None:
     assert lines[0].split() == ["WORKFLOW_ID", "WORKFLOW_TYPE", "STATUS", "TASK_QUEUE", "RUN_ID"]
     assert lines[1].split()[:3] == ["wf-polyglot-list-1", "orders.process", "running"]
     assert "next page: --next-page-token next-polyglot-page" in result.output
+
+
+@responses.activate
+def test_flags_win_over_the_environment() -> None:
+    responses.get("http://flag.test/api/namespaces", json={"namespaces": []})
+    result = CliRunner().invoke(main, ["namespace", "list", "--server", "http://flag.test", "--token", "flag-token",
+                                       "--namespace", "flag-ns", "--json"],
+                                env={"DURABLE_WORKFLOW_SERVER_URL": BASE, "DURABLE_WORKFLOW_AUTH_TOKEN": "env-token",
+                                     "DURABLE_WORKFLOW_NAMESPACE": "env-ns"})
+    assert result.exit_code == 0, result.output
+    sent = responses.calls[0].request
+    assert (sent.headers["Authorization"], sent.headers["X-Namespace"]) == ("Bearer flag-token", "flag-ns")
+
+
+@responses.activate
+def test_output_jsonl_prints_one_object_per_line() -> None:
+    fixture = load_fixture(f"{FOLDER}/workflow-list-parity.json")
+    responses.get(f"{BASE}/api/workflows", json=fixture["response_body"])
+    result = CliRunner().invoke(main, ["workflow", "list", "--output", "jsonl"],
+                                env={"DURABLE_WORKFLOW_SERVER_URL": BASE})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert [json.loads(line) for line in lines] == fixture["response_body"]["workflows"]
+    as_json = CliRunner().invoke(main, ["workflow", "list", "--output", "json"],
+                                 env={"DURABLE_WORKFLOW_SERVER_URL": BASE})
+    assert json.loads(as_json.output) == fixture["response_body"]
