@@ -331,7 +331,12 @@ class Celery:
                             pass
 
     def loader_import_default_modules(self) -> None:
-        """Import ``imports``/``include`` settings and run pending autodiscovery (the worker does this)."""
+        """Import ``imports``/``include`` settings and run pending autodiscovery (the worker does this).
+
+        In a Django project (``DJANGO_SETTINGS_MODULE`` set) ``django.setup()`` runs first, as
+        Celery's Django fixup does, so task modules may import models at the top.
+        """
+        setup_django()
         signals.import_modules.send(sender=self)
         for module in list(self.conf.get("imports") or ()) + list(self.conf.get("include") or ()):
             importlib.import_module(module)
@@ -443,6 +448,29 @@ class Celery:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def django_configured() -> bool:
+    """True when this process runs a Django project (``DJANGO_SETTINGS_MODULE`` and Django importable)."""
+    if not os.environ.get("DJANGO_SETTINGS_MODULE"):
+        return False
+    try:
+        import django  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def setup_django() -> None:
+    """``django.setup()`` once, when this process runs a Django project."""
+    if not django_configured():
+        return
+    from django.apps import apps
+
+    if not apps.ready:
+        import django
+
+        django.setup()
 
 
 def shared_task(*args: Any, **kwargs: Any) -> Any:

@@ -32,6 +32,15 @@ def build_workers(app: Celery, queues: Optional[List[str]] = None, *, concurrenc
 
     app.finalize()
     client = client or app.client
+    interceptors = list(worker_options.pop("interceptors", None) or [])
+    from .app import django_configured
+
+    if django_configured():
+        # Celery's Django fixup closes DB connections around each task; sync_worker_django's
+        # interceptor does that (and refuses Django values a payload cannot carry).
+        from sync_worker_django.db import DjangoTaskInterceptor
+
+        interceptors.insert(0, DjangoTaskInterceptor())
     names = queues or [str(app.conf.task_default_queue)]
     concurrency = concurrency or app.conf.get("worker_concurrency") or 8
     activities = [activity_for(task) for task in list(app.tasks.values())]
@@ -42,7 +51,7 @@ def build_workers(app: Celery, queues: Optional[List[str]] = None, *, concurrenc
         options.setdefault("max_concurrent_workflow_tasks", max(2, min(10, int(concurrency))))
         workers.append(Worker(client, task_queue=queue, activities=activities, workflows=[CanvasWorkflow],
                               worker_id=worker_id, max_concurrent_activity_tasks=int(concurrency), pool=pool,
-                              **options))
+                              interceptors=interceptors, **options))
     return workers
 
 

@@ -1,9 +1,12 @@
 """Settings of the Django-flavoured Celery sample (Celery settings under the CELERY_ namespace)."""
 
+import os
+
 SECRET_KEY = "celery-sample-not-secret"
 DEBUG = False
 INSTALLED_APPS = ["django.contrib.contenttypes", "shop"]
-DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3",
+                         "NAME": os.environ.get("CELERY_DJSAMPLE_DB", ":memory:")}}
 USE_TZ = True
 SHOP_NAME = "the sample shop"
 

@@ -5,6 +5,8 @@ from sync_worker_celery.result import AsyncResult
 from sync_worker_celery.signals import task_postrun
 from django.conf import settings
 
+from .models import Order
+
 FINISHED = []
 
 
@@ -23,6 +25,11 @@ def order_total(self, prices, discount=0):
     if discount < 0:
         raise self.retry(exc=ValueError("negative discount"), countdown=1)
     return sum(prices) - discount
+
+
+@shared_task
+def place_order(total):
+    return Order.objects.create(total=total).pk
 
 
 def state_of(task_id):
