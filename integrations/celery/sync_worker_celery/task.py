@@ -155,6 +155,18 @@ class Task:
         return apply_eagerly(self, tuple(args or ()), dict(kwargs or {}), task_id=task_id, link=link,
                              link_error=link_error, retries=retries or 0, throw=throw, options=options)
 
+    def delay_on_commit(self, *args: Any, **kwargs: Any) -> None:
+        """Django: ``delay()`` once the current transaction commits (Celery 5.4's ``DjangoTask``)."""
+        from django.db import transaction
+
+        transaction.on_commit(lambda: self.delay(*args, **kwargs))
+
+    def apply_async_on_commit(self, *args: Any, **kwargs: Any) -> None:
+        """Django: ``apply_async()`` once the current transaction commits."""
+        from django.db import transaction
+
+        transaction.on_commit(lambda: self.apply_async(*args, **kwargs))
+
     def signature(self, args: Optional[Sequence[Any]] = None, *starargs: Any, **starkwargs: Any) -> Signature:
         from .canvas import signature
 

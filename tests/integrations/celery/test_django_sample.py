@@ -56,7 +56,7 @@ def test_django_project_worker_and_web_processes(env: Dict[str, str], tmp_path: 
             assert web.returncode == 0, web.stderr
             out = json.loads(web.stdout.strip().splitlines()[-1])
             assert out == {"total": 55, "name": "the sample shop", "state": "SUCCESS", "queue": "dj-names",
-                           "default_queue": "dj-default", "order_saved": True}
+                           "default_queue": "dj-default", "order_saved": True, "on_commit_order": True}
         finally:
             worker.send_signal(signal.SIGTERM)
             code = worker.wait(40)
