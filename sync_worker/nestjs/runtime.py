@@ -174,6 +174,7 @@ class NestjsWorker:
         self._stop_requested = b.event()
         self._cold = b.event()
         self._run_started = False
+        self._opened = False
         self._shutdown_started = False
         self._shutdown_done = b.event()
         self._shutdown_error: Optional[BaseException] = None
@@ -232,6 +233,7 @@ class NestjsWorker:
         error: Optional[BaseException] = None
         try:
             self.transport.open(self.steps.names, self)
+            self._opened = True
             self._board.registered()
             self._control_loop = start_control_loop(self._gate, self.backend)
             self._board.set_state(WorkerState.RUNNING)
@@ -430,6 +432,13 @@ class NestjsWorker:
     def _shutdown(self) -> None:
         if not self._run_started:
             self._board.set_state(WorkerState.STOPPED)
+            return
+        if not self._opened:  # the broker was unreachable (or refused us): nothing ran
+            self._board.set_state(WorkerState.FAILED)
+            try:
+                self.transport.close(clean=False)
+            except Exception:  # a half-open transport may fail to close; it holds nothing
+                pass
             return
         self._board.set_state(WorkerState.DRAINING)
         clock = self.backend.monotonic
