@@ -120,3 +120,41 @@ def test_routing_tokens_and_descriptor() -> None:
     assert descriptor_hash(descriptor) == descriptor_hash(same)  # set-like fields are canonical
     assert descriptor_hash(descriptor) != descriptor_hash(dict(descriptor, startedAt=2))
     assert len(descriptor_hash(descriptor)) == 16
+
+
+def test_transport_urls_and_names() -> None:
+    from sync_worker.nestjs import transport_for_url
+
+    redis_t = transport_for_url("redis://h:1/0", prefix="durable", namespace="eu", partition="p1")
+    assert redis_t.kind == "redis" and redis_t.prefix == "durable-eu"
+    assert redis_t.tasks_queue(routing_token("a:b", "p1")) == "durable-eu-tasks-a-b@p1"
+    assert redis_t.results_queue == "durable-eu-results" and redis_t.control_channel == "durable-eu-control"
+    assert redis_t.heartbeat_key("tok", "py-h-1") == "durable-eu-worker-heartbeat:tok:py-h-1"
+    assert transport_for_url("redis://h:1/0", namespace="default").prefix == "durable"
+    pg = transport_for_url("postgresql://u@h/db", prefix="app")
+    assert (pg.kind, pg.tasks_table, pg.results_table) == ("postgresql", "app_transport_tasks", "app_transport_results")
+    sqs = transport_for_url("sqs://eu-west-1?endpoint=http://127.0.0.1:4566", lock_duration=90)
+    assert (sqs.kind, sqs.region, sqs.lease_seconds) == ("sqs", "eu-west-1", 90)
+    assert sqs.endpoint_url == "http://127.0.0.1:4566"
+    for bad in ("amqp://h", "nats://h"):
+        with pytest.raises(ValueError, match="unsupported nestjs transport"):
+            transport_for_url(bad)
+    with pytest.raises(ValueError, match="namespace or partition"):
+        transport_for_url("postgresql://u@h/db", namespace="eu")
+    with pytest.raises(ValueError, match="table prefix"):
+        transport_for_url("postgresql://u@h/db", prefix="x; drop table y")
+
+
+def test_a_worker_needs_steps_and_valid_concurrency() -> None:
+    from sync_worker.nestjs import NestjsWorker, transport_for_url
+
+    transport = transport_for_url("redis://h:1/0")
+    with pytest.raises(ValueError, match="no steps"):
+        NestjsWorker(StepWorker(), transport)
+    steps = StepWorker()
+    steps.register("x", lambda data: data)
+    with pytest.raises(ValueError):
+        NestjsWorker(steps, transport, concurrency=0)
+    adaptive = NestjsWorker(steps, transport, concurrency={"min": 2, "max": 6}, pool="threads")
+    assert adaptive.concurrency == 6 and adaptive.concurrency_config.adaptive
+    assert adaptive.heartbeat_status()["concurrency"] == {"mode": "adaptive", "limit": 2, "min": 2, "max": 6}
