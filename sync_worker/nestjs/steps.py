@@ -129,6 +129,25 @@ class StepContext:
             event["data"] = data
         self.events.append(event)
 
+    # The asyncio SDK's spelling: ctx.info("charged", {"amount": 3}).
+    def debug(self, message: str, data: Any = None) -> None:
+        self._leveled("debug", message, data)
+
+    def info(self, message: str, data: Any = None) -> None:
+        self._leveled("info", message, data)
+
+    def warn(self, message: str, data: Any = None) -> None:
+        self._leveled("warn", message, data)
+
+    def error(self, message: str, data: Any = None) -> None:
+        self._leveled("error", message, data)
+
+    def _leveled(self, level: str, message: str, data: Any) -> None:
+        before = len(self.events)
+        self.log(message, level)
+        if data is not None and len(self.events) > before:
+            self.events[-1]["data"] = data
+
 
 _current: contextvars.ContextVar[Optional[StepContext]] = contextvars.ContextVar(
     "sync_worker_nestjs_step", default=None

@@ -82,6 +82,7 @@ def test_the_context_carries_identity_trace_and_logs() -> None:
                     cancelled=ctx.cancelled)
         ctx.heartbeat_sync()
         ctx.log("charged", amount=3)
+        ctx.warn("slow gateway", {"ms": 900})  # the asyncio SDK's spelling
         return "ok"
 
     result = worker.process_task(
@@ -90,7 +91,8 @@ def test_the_context_carries_identity_trace_and_logs() -> None:
     assert seen == {"run_id": "run-1", "seq": 2, "step_id": "run-1:2", "attempt": 3,
                     "traceparent": "00-abc-def-01", "context": {"tenant": "t1"}, "same": True, "cancelled": True}
     assert beats == [1]
-    assert [(e["level"], e["message"], e["data"]) for e in result["events"]] == [("info", "charged", {"amount": 3})]
+    assert [(e["level"], e["message"], e["data"]) for e in result["events"]] == [
+        ("info", "charged", {"amount": 3}), ("warn", "slow gateway", {"ms": 900})]
     with pytest.raises(RuntimeError):
         current_step()
 
