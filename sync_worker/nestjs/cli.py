@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import sys
@@ -22,10 +23,10 @@ logger = logging.getLogger("sync_worker.nestjs.cli")
 def load_step_worker(target: str) -> StepWorker:
     """The StepWorker named by ``module:attr`` (an instance, or a factory that returns one)."""
     obj: Any = _import_target(target)
-    if callable(obj) and not isinstance(obj, StepWorker):
+    if inspect.isfunction(obj) or inspect.ismethod(obj):  # a factory
         obj = obj()
     if not isinstance(obj, StepWorker):
-        raise click.UsageError(f"{target} is {type(obj).__name__}, not a sync_worker.nestjs.StepWorker")
+        raise click.UsageError(f"{target} is {obj!r}, not a sync_worker.nestjs.StepWorker (or a function making one)")
     return obj
 
 

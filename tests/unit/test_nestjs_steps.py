@@ -160,3 +160,19 @@ def test_a_worker_needs_steps_and_valid_concurrency() -> None:
     adaptive = NestjsWorker(steps, transport, concurrency={"min": 2, "max": 6}, pool="threads")
     assert adaptive.concurrency == 6 and adaptive.concurrency_config.adaptive
     assert adaptive.heartbeat_status()["concurrency"] == {"mode": "adaptive", "limit": 2, "min": 2, "max": 6}
+
+
+def test_the_cli_refuses_bad_arguments_with_a_reason() -> None:
+    from click.testing import CliRunner
+
+    from sync_worker.cli import main
+
+    runner = CliRunner()
+    bad_url = runner.invoke(main, ["nestjs", "tests.interop._nestjs_app:worker", "--transport", "amqp://x"])
+    assert bad_url.exit_code == 2 and "unsupported nestjs transport 'amqp'" in bad_url.output
+    not_steps = runner.invoke(main, ["nestjs", "sync_worker.nestjs:FatalError", "--transport", "redis://h:1"])
+    assert not_steps.exit_code == 2 and "not a sync_worker.nestjs.StepWorker" in not_steps.output
+    stalled = runner.invoke(main, ["nestjs", "tests.interop._nestjs_app:worker", "--transport", "postgresql://h/db",
+                                   "--stalled-interval", "5"])
+    assert stalled.exit_code == 2 and "redis transport only" in stalled.output
+    assert "nestjs" in runner.invoke(main, ["--help"]).output
