@@ -233,6 +233,10 @@ def _autoscale(value: Optional[str]) -> Optional[Dict[str, int]]:
                    "monkey-patched process, else threads).")
 @click.option("-l", "--loglevel", "--log-level", "loglevel", default="INFO", show_default=True,
               help="Logging level (DEBUG, INFO, WARNING, ERROR); the same -l/--loglevel on every command.")
+@click.option("--health-port", type=click.IntRange(min=0, max=65535), default=None, envvar="SYNC_WORKER_HEALTH_PORT",
+              help="Serve /healthz (liveness) and /readyz (readiness) on this port of 127.0.0.1 "
+                   "(0: any free port, logged; env SYNC_WORKER_HEALTH_PORT).")
+@click.option("--health-host", default="127.0.0.1", show_default=True, help="Interface of the --health-port server.")
 @click.option("--max-startup-wait", default=60.0, show_default=True, type=click.FloatRange(min=0.0),
               help="Seconds to keep retrying discovery and registration while the server is unreachable or "
                    "refuses the credentials (0: exit at the first failure).")
@@ -243,7 +247,8 @@ def _autoscale(value: Optional[str]) -> Optional[Dict[str, int]]:
 @click.option("--namespace", envvar="DURABLE_WORKFLOW_NAMESPACE", default=None,
               help="Namespace (env DURABLE_WORKFLOW_NAMESPACE).")
 def run_command(target: str, task_queue: Optional[str], concurrency: Union[int, str, None],
-                autoscale: Optional[str], pool: Optional[str], loglevel: str, max_startup_wait: float,
+                autoscale: Optional[str], pool: Optional[str], loglevel: str, health_port: Optional[int],
+                health_host: str, max_startup_wait: float,
                 server_url: Optional[str], token: Optional[str], namespace: Optional[str]) -> None:
     """Run the worker TARGET (MODULE:ATTR: a Worker, or a factory returning one) until signalled."""
     bounds = _autoscale(autoscale)
@@ -282,7 +287,18 @@ def run_command(target: str, task_queue: Optional[str], concurrency: Union[int, 
                 worker.task_queue, worker.backend.name, worker.max_concurrent_workflow_tasks,
                 worker.max_concurrent_activity_tasks, len(worker.workflows), len(worker.activities),
                 max_startup_wait)
-    sys.exit(serve(worker))
+    health = None
+    if health_port is not None:
+        from ..health import HealthServer
+
+        health = HealthServer(health_port, host=health_host).start()
+        logger.info("health probes on http://%s:%d/healthz and /readyz", health_host, health.port)
+    try:
+        code = serve(worker)
+    finally:
+        if health is not None:
+            health.stop()
+    sys.exit(code)
 
 
 def serve(worker: Worker) -> int:

@@ -12,6 +12,8 @@ import sys
 import time
 from typing import List
 
+import requests
+
 from sync_worker.client import Client
 from sync_worker.devserver import DevServer
 
@@ -72,14 +74,24 @@ def test_waits_for_a_server_that_comes_up_later_and_prints_where_it_connects() -
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     queue = unique_queue("later")
-    process = _start(url, queue, "--max-startup-wait", "60")
+    health = _free_port()
+    process = _start(url, queue, "--max-startup-wait", "60", "--health-port", str(health))
     servers: List[DevServer] = []
+
+    def readyz() -> int:
+        try:
+            return requests.get(f"http://127.0.0.1:{health}/readyz", timeout=2).status_code
+        except requests.ConnectionError:
+            return 0
+
     try:
         time.sleep(3.0)  # the worker starts first and keeps trying
         assert process.poll() is None, process.communicate()[0]
+        assert readyz() == 503  # alive, not ready: no server yet
         servers.append(DevServer(port=port).start())
         client = Client(url)
         wait_for(lambda: client.list_workers(task_queue=queue)["workers"], timeout=40, interval=0.2)
+        wait_for(lambda: readyz() == 200, timeout=10)
         process.send_signal(signal.SIGTERM)
         code, out = _finish(process)
     finally:
