@@ -30,7 +30,9 @@ DEFAULT_RETRY_WINDOW_SECONDS = 60.0
 #: Extra seconds past ``lease_expires_at`` (clocks of worker and server differ a little).
 LEASE_GRACE_SECONDS = 2.0
 _FIRST_DELAY = 0.25
-_MAX_DELAY = 5.0
+#: Retries stay close together (at most a second apart): the lease is short, and an outcome
+#: should land as soon as the server is back.
+_MAX_DELAY = 1.0
 
 
 class OutcomeAbandoned(Exception):
