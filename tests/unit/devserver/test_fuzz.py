@@ -166,7 +166,7 @@ def harness() -> Iterator[Harness]:
         yield Harness(server)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
 @given(data=st.data())
 def test_fuzzed_requests_never_5xx_and_refusals_change_nothing(harness: Harness, data: st.DataObject) -> None:
