@@ -21,6 +21,7 @@ is the only HTTP code.
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from typing import Any, Optional
 
 from .activities import ActivitiesMixin
@@ -161,8 +162,10 @@ class Client(
     * ``max_body_bytes`` bounds a response body; a larger one raises ``ResponseTooLarge``
       without being read whole. Every HTTP attempt also has an absolute deadline
       (``connect_timeout`` + its read timeout) that dripped bytes do not extend.
-    * ``tls_context`` and ``external_storage*`` are the SDK's; only ``None`` is accepted (pass
-      ``verify=`` a CA bundle path; external payload storage is not supported).
+    * ``tls_context`` (an ``ssl.SSLContext``) is used as given for every HTTPS connection: its
+      CAs, client certificate and hostname checks decide (requests' CA bundle is not added).
+      ``verify=`` (a CA bundle path, or ``False``) is the short form.
+    * ``external_storage*`` are the SDK's; only ``None`` is accepted (not supported).
     """
 
     def __init__(
@@ -174,7 +177,7 @@ class Client(
         worker_token: Optional[str] = None,
         namespace: str = "default",
         timeout: float = 60.0,
-        tls_context: Any = None,
+        tls_context: Optional[ssl.SSLContext] = None,
         retry_policy: Any = None,
         metrics: Any = None,
         external_storage: Any = None,
@@ -187,8 +190,6 @@ class Client(
         verify: Any = True,
         max_body_bytes: int = 64 * 1024 * 1024,
     ) -> None:
-        if tls_context is not None:
-            raise ValueError("tls_context is not supported by sync_worker's transport; pass verify= a CA bundle path")
         if external_storage is not None or external_storage_cache is not None or \
                 external_storage_threshold_bytes is not None:
             raise ValueError("external payload storage is not supported by sync_worker")
@@ -198,7 +199,7 @@ class Client(
             base_url, token=token, control_token=control_token, worker_token=worker_token, namespace=namespace,
             timeout=timeout, connect_timeout=connect_timeout, failure_report_limit_bytes=failure_report_limit_bytes,
             max_connections=max_connections, transport_retries=transport_retries, verify=verify, metrics=metrics,
-            max_body_bytes=max_body_bytes,
+            max_body_bytes=max_body_bytes, tls_context=tls_context,
         )
         self.retry_policy = retry_policy
         if retry_policy is not None:

@@ -7,6 +7,7 @@ this base; nothing else in the package builds a URL.
 from __future__ import annotations
 
 import os
+import ssl
 import threading
 import time
 from typing import Any, Dict, Mapping, Optional
@@ -53,6 +54,7 @@ class ClientBase:
         transport_retries: int = 3,
         verify: Any = True,
         metrics: Any = None,
+        tls_context: Optional[ssl.SSLContext] = None,
         max_body_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         parts = urlsplit(base_url)
@@ -80,6 +82,9 @@ class ClientBase:
         self.transport_retries = max(1, int(transport_retries))
         self.verify = verify
         self.metrics = metrics  # a MetricsRecorder (increment/record), as the published SDK takes
+        if tls_context is not None and not isinstance(tls_context, ssl.SSLContext):
+            raise TypeError(f"tls_context must be an ssl.SSLContext, not {type(tls_context).__name__}")
+        self.tls_context = tls_context  # used as given for every HTTPS connection (treat it as read-only)
         if not isinstance(max_body_bytes, int) or max_body_bytes <= 0:
             raise ValueError("max_body_bytes must be a positive int")
         self.max_body_bytes = max_body_bytes
@@ -91,6 +96,7 @@ class ClientBase:
             retry=RetryPolicy(max_attempts=self.transport_retries),
             verify=verify,
             max_body_bytes=max_body_bytes,
+            ssl_context=tls_context,
         )
         self._cluster_info: Optional[Dict[str, Any]] = None
         self._cluster_lock = threading.Lock()
@@ -104,7 +110,8 @@ class ClientBase:
             namespace=self.namespace, timeout=self.timeout, connect_timeout=self.connect_timeout,
             failure_report_limit_bytes=self.failure_report_limit_bytes,
             max_connections=self.max_connections, transport_retries=self.transport_retries,
-            verify=self.verify, metrics=self.metrics, max_body_bytes=self.max_body_bytes,
+            verify=self.verify, metrics=self.metrics, tls_context=self.tls_context,
+            max_body_bytes=self.max_body_bytes,
         )
         config.update(overrides)
         twin = type(self)(self.base_url, **config)

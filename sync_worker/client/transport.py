@@ -28,6 +28,7 @@ import os
 import random
 import select
 import socket
+import ssl
 import sys
 import threading
 import weakref
@@ -157,10 +158,29 @@ class _TrackedHTTPSPool(HTTPSConnectionPool):
 
 
 class _Adapter(HTTPAdapter):
+    """Tracked pools; with ``ssl_context`` every HTTPS connection uses that context as given.
+
+    The caller's context decides trust: requests' default CA bundle is never loaded into it.
+    """
+
+    def __init__(self, *args: Any, ssl_context: Optional[ssl.SSLContext] = None, **kwargs: Any) -> None:
+        self.ssl_context = ssl_context  # read by init_poolmanager, which HTTPAdapter.__init__ calls
+        super().__init__(*args, **kwargs)
+
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        if self.ssl_context is not None:
+            kwargs["ssl_context"] = self.ssl_context
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
         self.poolmanager.key_fn_by_scheme = dict(self.poolmanager.key_fn_by_scheme)
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        if self.ssl_context is None or not url.lower().startswith("https"):
+            super().cert_verify(conn, url, verify, cert)  # type: ignore[no-untyped-call]
+            return
+        conn.cert_reqs = "CERT_REQUIRED"
+        conn.ca_certs = None
+        conn.ca_cert_dir = None
 
 
 # ---------------------------------------------------------------------------
@@ -234,6 +254,7 @@ class Transport:
         max_connections: int = 64,
         retry: Optional[RetryPolicy] = None,
         verify: Any = True,
+        ssl_context: Optional[ssl.SSLContext] = None,
         max_body_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         self.base_url = base_url.rstrip("/")
@@ -242,6 +263,7 @@ class Transport:
         self.max_connections = int(max_connections)
         self.retry = retry or RetryPolicy()
         self.verify = verify
+        self.ssl_context = ssl_context
         self.max_body_bytes = max_body_bytes
         self._session = requests.Session()
         self._session.trust_env = False
@@ -259,7 +281,7 @@ class Transport:
         self.pid = os.getpid()
 
     def _mount(self, size: int) -> None:
-        adapter = _Adapter(pool_connections=4, pool_maxsize=size, max_retries=0)
+        adapter = _Adapter(pool_connections=4, pool_maxsize=size, max_retries=0, ssl_context=self.ssl_context)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
 

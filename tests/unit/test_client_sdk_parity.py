@@ -31,7 +31,6 @@ RELAXED: Dict[Tuple[str, str], str] = {
     ("start_workflow", "workflow_type"): "positional allowed: start_workflow('greeter', 'ada', task_queue=...)",
     ("start_workflow", "workflow_id"): "optional: a random id when omitted",
     ("start_activity", "activity_type"): "positional allowed: start_activity('greet', 'ada', task_queue=...)",
-    ("Client.__init__", "tls_context"): "accepted only as None",
 }
 
 def _public_methods(cls: type) -> List[str]:
