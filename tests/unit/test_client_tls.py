@@ -22,7 +22,7 @@ trustme = pytest.importorskip("trustme", reason="trustme (dev extra) makes the t
 
 
 class _Health(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         body = json.dumps({"status": "serving", "tls": True}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -35,7 +35,7 @@ class _Health(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def tls_server() -> Iterator[Tuple[str, "trustme.CA"]]:
+def tls_server() -> Iterator[Tuple[str, trustme.CA]]:
     ca = trustme.CA()
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1").configure_cert(server_context)
@@ -50,7 +50,7 @@ def tls_server() -> Iterator[Tuple[str, "trustme.CA"]]:
         httpd.server_close()
 
 
-def test_a_context_trusting_the_ca_connects_and_is_used_as_given(tls_server: Tuple[str, "trustme.CA"]) -> None:
+def test_a_context_trusting_the_ca_connects_and_is_used_as_given(tls_server: Tuple[str, trustme.CA]) -> None:
     url, ca = tls_server
     context = ssl.create_default_context()
     context.load_verify_locations(cadata=ca.cert_pem.bytes().decode())
@@ -61,7 +61,7 @@ def test_a_context_trusting_the_ca_connects_and_is_used_as_given(tls_server: Tup
     assert context.cert_store_stats() == before  # no CA bundle was added to the caller's context
 
 
-def test_without_the_ca_the_server_is_refused(tls_server: Tuple[str, "trustme.CA"]) -> None:
+def test_without_the_ca_the_server_is_refused(tls_server: Tuple[str, trustme.CA]) -> None:
     url, _ = tls_server
     with Client(url, transport_retries=1) as client, pytest.raises(errors.TransportError):
         client.health()
@@ -71,5 +71,5 @@ def test_without_the_ca_the_server_is_refused(tls_server: Tuple[str, "trustme.CA
 
 
 def test_tls_context_must_be_an_ssl_context() -> None:
-    with pytest.raises(TypeError, match="ssl.SSLContext"):
+    with pytest.raises(TypeError, match=r"ssl\.SSLContext"):
         Client("https://127.0.0.1:1", tls_context="/etc/ssl/certs")  # type: ignore[arg-type]
