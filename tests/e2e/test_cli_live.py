@@ -49,6 +49,15 @@ class Greeter:
         return f"{self.greeting} (for {name})"
 
 
+@workflow.defn(name="cli.echo")
+class Echo:
+    def run(self, ctx: Any, value: Any) -> Any:
+        if value == "fail":
+            raise ValueError("asked to fail")
+        return value
+        yield  # pragma: no cover - a generator, as workflow code is
+
+
 @activity.defn(name="cli.shout")
 def shout(text: str) -> str:
     return text.upper()
@@ -64,7 +73,7 @@ def served() -> Iterator[Tuple[DevServer, str]]:
     queue = unique_queue("cli")
     with DevServer(port=0, db=":memory:", workflow_task_lease_seconds=30, query_timeout_seconds=10) as server:
         client = Client(server.url)
-        worker = make_worker(client, task_queue=queue, workflows=[Greeter], activities=[shout, refuse],
+        worker = make_worker(client, task_queue=queue, workflows=[Greeter, Echo], activities=[shout, refuse],
                              poll_timeout=2.0, shutdown_timeout=10.0)
         try:
             with RunningWorker(worker):
@@ -203,3 +212,14 @@ def test_history_export_repair_archive_commands(served: Tuple[DevServer, str]) -
     assert code == 0 and bundle["schema"] == "durable-workflow.v2.history-export"
     assert bundle["workflow"]["instance_id"] == wid
     assert ok_json(server, "workflow", "archive", wid, "--reason", "done")["outcome"] == "archived"
+
+
+def test_start_wait_exits_with_the_outcome(served: Tuple[DevServer, str]) -> None:
+    server, queue = served
+    done = ok_json(server, "workflow", "start", "--type", "cli.echo", "--task-queue", queue, "--input",
+                   '[{"n": 9007199254740993}]', "--wait")
+    assert (done["status"], done["result"]) == ("completed", {"n": 9007199254740993})
+    code, out, err = cli(server, "workflow", "start", "--type", "cli.echo", "--task-queue", queue, "--input",
+                         '"fail"', "--wait", "--json")
+    assert code == 1 and json.loads(out)["status"] == "WorkflowFailed"
+    assert "ValueError: asked to fail" in err
