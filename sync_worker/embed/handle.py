@@ -98,8 +98,14 @@ class EmbeddedWorkers:
                         self._host_lock.path)
             self._next_lock_try = time.monotonic() + self._standby_retry
         else:
-            self._start_workers(build_workers(self.factory, concurrency=self.concurrency, pool=self.pool,
-                                              client_factory=self._client_factory))
+            try:
+                workers = build_workers(self.factory, concurrency=self.concurrency, pool=self.pool,
+                                        client_factory=self._client_factory)
+            except BaseException:
+                if self._host_lock is not None:  # never keep the host's lock for workers that do not exist
+                    self._host_lock.release()
+                raise
+            self._start_workers(workers)
         self._monitor = self._backend.spawn(f"sync-worker-embed-monitor-{self.pid}", self._monitor_loop)
 
     def _start_workers(self, workers: List[Worker]) -> None:
@@ -146,14 +152,20 @@ class EmbeddedWorkers:
             self._backend.sleep(_MONITOR_TICK)
             if os.getpid() != self.pid:  # pragma: no cover - a greenlet cannot survive a fork
                 return
-            if self._drain_flag and self._drain_started is None:
-                self._begin_stop(self._drain_timeout, cold=self._cold_flag)
-            elif self._cold_flag and not self._cold_applied and self._drain_started is not None:
-                self._begin_stop(None, cold=True)
-            if self._mode == "standby" and time.monotonic() >= self._next_lock_try:
-                self._try_take_over()
-            if self._mode == "running":
-                self._restart_due()
+            try:
+                self._monitor_tick()
+            except Exception:  # the monitor must outlive any one failure; say what happened
+                logger.exception("embedded workers monitor of process %d", self.pid)
+
+    def _monitor_tick(self) -> None:
+        if self._drain_flag and self._drain_started is None:
+            self._begin_stop(self._drain_timeout, cold=self._cold_flag)
+        elif self._cold_flag and not self._cold_applied and self._drain_started is not None:
+            self._begin_stop(None, cold=True)
+        if self._mode == "standby" and time.monotonic() >= self._next_lock_try:
+            self._try_take_over()
+        if self._mode == "running":
+            self._restart_due()
 
     def _try_take_over(self) -> None:
         assert self._host_lock is not None

@@ -177,6 +177,10 @@ def test_one_per_host_stands_by_then_takes_over(env: Dict[str, str], client: Cli
     assert handle.stop(10)
     assert other.try_acquire()  # the lock was released with the drain
     other.release()
+    with pytest.raises(EmbedConfigError):  # a factory that fails never keeps the host's lock
+        embed.start(lambda: 42, one_per_host=True, lock_path=path)
+    assert other.try_acquire()
+    other.release()
 
 
 def test_factory_and_settings_errors_are_clear(env: Dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
