@@ -128,11 +128,10 @@ def _receipt(run: Row, outcome: str, **extra: Any) -> Dict[str, Any]:
 
 
 def repair(engine: Engine, namespace: str, workflow_id: str) -> Dict[str, Any]:
-    """Give a stranded open run the workflow task it is missing; a healthy run is left as it is."""
+    """Give a stranded open run the workflow task it is missing; a healthy or closed run is left as it is."""
     run = engine.require_run(namespace, workflow_id)
-    if run["status"] in TERMINAL_STATUSES:
-        raise ApiError(409, "run_not_active", f"workflow {workflow_id} run {run['run_id']} is closed",
-                       workflow_id=workflow_id, run_id=run["run_id"], control_plane={"operation": "repair"})
+    if run["status"] in TERMINAL_STATUSES:  # nothing can be stranded in a closed run
+        return _receipt(run, "repair_not_needed", repaired=False)
     task = engine.store.get("wf_tasks", run["task_id"]) if run.get("task_id") else None
     outstanding = task is not None and task["state"] in ("ready", "delayed", "leased")
     # stranded: nothing will hand the run a task although it has work (never started, or messages waiting)

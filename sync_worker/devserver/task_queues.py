@@ -174,13 +174,17 @@ def build_ids(engine: Engine, namespace: str, queue: str) -> Dict[str, Any]:
             "build_ids": items}
 
 
-def _build_id(body: Dict[str, Any]) -> str:
-    value = body.get("build_id")
-    if not isinstance(value, str) or not value or len(value) > 255:
-        raise ApiError(422, "validation_failed", "build_id must be a non-empty string",
-                       errors={"build_id": ["must be a non-empty string"]},
-                       validation_errors={"build_id": ["must be a non-empty string"]})
-    return value
+def _build_id(body: Dict[str, Any]) -> Optional[str]:
+    """The cohort's build id; ``null`` names the unversioned cohort (workers without one)."""
+    if "build_id" not in body:
+        raise ApiError(422, "validation_failed", "build_id is required (null for the unversioned cohort)",
+                       errors={"build_id": ["is required"]}, validation_errors={"build_id": ["is required"]})
+    value = body["build_id"]
+    if value is not None and (not isinstance(value, str) or not value or len(value) > 255):
+        raise ApiError(422, "validation_failed", "build_id must be a non-empty string or null",
+                       errors={"build_id": ["must be a non-empty string or null"]},
+                       validation_errors={"build_id": ["must be a non-empty string or null"]})
+    return None if value is None else str(value)
 
 
 def set_rollout(engine: Engine, namespace: str, queue: str, action: str, body: Dict[str, Any]) -> Dict[str, Any]:
@@ -188,7 +192,8 @@ def set_rollout(engine: Engine, namespace: str, queue: str, action: str, body: D
     state = _rollout(engine, namespace, queue, build_id)
     ts = now()
     if action == "drain":
-        state.update({"drain_intent": "draining", "drained_at": ts})
+        if state["drain_intent"] != "draining":  # a repeated drain keeps the first drained_at
+            state.update({"drain_intent": "draining", "drained_at": ts})
     else:
         state.update({"drain_intent": "active", "drained_at": None})
         if action == "promote":

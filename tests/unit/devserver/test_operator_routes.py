@@ -101,6 +101,13 @@ def test_build_id_rollout_drain_promote_resume(raw: Raw) -> None:
     resumed = raw.ok("POST", "/task-queues/orders-critical/build-ids/resume", {"build_id": "build-2026.04.21-z9"})
     assert _same_keys(resumed, _fixture_body("task-queue-build-id-resume")) == []
     assert (resumed["drain_intent"], resumed["drained_at"]) == ("active", None)
+    unversioned = raw.ok("POST", "/task-queues/orders-critical/build-ids/drain", {"build_id": None})
+    assert (unversioned["build_id"], unversioned["drain_intent"]) == (None, "draining")
+    again = raw.ok("POST", "/task-queues/orders-critical/build-ids/drain", {"build_id": None})
+    assert again["drained_at"] == unversioned["drained_at"]  # idempotent: the first drain's time stays
+    cohorts = {c["build_id"]: c["rollout_status"] for c in raw.ok("GET", "/task-queues/orders-critical/build-ids")[
+        "build_ids"]}
+    assert cohorts[None] == "draining"
     for body in ({}, {"build_id": ""}, {"build_id": 7}):
         bad = raw.call("POST", "/task-queues/orders-critical/build-ids/drain", body)
         assert (bad.status_code, bad.json()["reason"]) == (422, "validation_failed")
@@ -177,8 +184,8 @@ def test_repair_archive_and_redrive(server: DevServer, raw: Raw) -> None:
     archived = raw.ok("POST", "/workflows/wf-stranded/archive", {"reason": "retention policy cleanup"})
     assert _same_keys(archived, _fixture_body("workflow-archive")) == []
     assert (archived["outcome"], archived["reason"]) == ("archived", "retention policy cleanup")
-    closed = raw.call("POST", "/workflows/wf-stranded/repair", {})
-    assert (closed.status_code, closed.json()["reason"]) == (409, "run_not_active")
+    closed = raw.ok("POST", "/workflows/wf-stranded/repair", {})
+    assert (closed["outcome"], closed["repaired"]) == ("repair_not_needed", False)
     run_id = raw.ok("GET", "/workflows/wf-stranded")["run_id"]
     redrive = raw.call("POST", f"/workflows/wf-stranded/runs/{run_id}/redrive", {})
     assert (redrive.status_code, redrive.json()["reason"]) == (409, "redrive_unsupported")
