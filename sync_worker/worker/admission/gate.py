@@ -44,6 +44,10 @@ from .status import ConcurrencyStatus, LimitAdjustment
 
 __all__ = ["AdmissionGate", "ControlLoop", "Reservation", "start_control_loop"]
 
+# A task that starts alone takes its cost baseline from a reading at most this old (usually the
+# admission check just before its poll): one file read less per task.
+_START_READING_MAX_AGE = 0.1
+
 logger = logging.getLogger("sync_worker.worker.admission")
 
 _MIB = 1024.0 * 1024.0
@@ -136,6 +140,7 @@ class AdmissionGate:
         # Log records decided under the lock, emitted after it is released: a log handler may
         # block (or yield, under gevent) and the lock may be an OS lock shared with greenlets.
         self._pending_logs: List[Tuple[int, str]] = []
+        self._last: Optional[Tuple[float, MemoryReading]] = None
         self._cpu_pct: Optional[float] = None
         self._cpu_mark: Optional[Tuple[float, float]] = None
 
@@ -166,7 +171,16 @@ class AdmissionGate:
         return self._try(name)[0]
 
     def _try(self, name: Optional[str]) -> Tuple[Optional[Reservation], str]:
-        reading = self._read() if self.config.gated else None
+        config = self.config
+        reading: Optional[MemoryReading] = None
+        if config.adaptive:
+            with self._lock:
+                if len(self._records) >= self.limit:
+                    return None, "limit"  # rule 1 needs no memory reading
+                idle = not self._records
+            if config.gated:
+                # With nothing in flight the reading only refreshes the idle baseline: a recent one will do.
+                reading = self._recent(config.admission_poll_ms / 1000.0) if idle else self._read()
         with self._lock:
             verdict = self._verdict(name, reading)
             reservation = self._admit(name, forced=False) if verdict == "admit" else None
@@ -290,7 +304,7 @@ class AdmissionGate:
             reservation.solo = not others
             reservation.started_at = self._clock()
         if reservation.solo and track:
-            usage, peak = self._read().usage_bytes, self.probe.peak()
+            usage, peak = self._recent(_START_READING_MAX_AGE).usage_bytes, self.probe.peak()
             with self._lock:
                 reservation.usage_at_start, reservation.peak_at_start = usage, peak
 
@@ -384,6 +398,13 @@ class AdmissionGate:
             return None
         return max(0.0, 100.0 * (cpu - previous[1]) / (now - previous[0]))
 
+    def _recent(self, max_age: float) -> MemoryReading:
+        """The last reading when it is younger than ``max_age`` seconds, else a fresh one."""
+        last = self._last
+        if last is not None and self._clock() - last[0] <= max_age:
+            return last[1]
+        return self._read()
+
     def _read(self) -> MemoryReading:
         """Read usage; every reading (a tick, a waiting poller's re-check, a status read) also
         samples how far a task running alone has grown (allocate-and-free between two ticks is
@@ -395,6 +416,7 @@ class AdmissionGate:
                 for record in self._records.values():
                     if record.solo and record.usage_at_start is not None:
                         record.growth = max(record.growth, usage - record.usage_at_start)
+        self._last = (self._clock(), reading)
         return reading
 
     # -- figures -------------------------------------------------------------------------------

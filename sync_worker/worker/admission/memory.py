@@ -11,7 +11,10 @@ Usage, best source first (the label is published as the status' ``memory_source`
 5. else ``unavailable``; an injected reader is ``custom``.
 
 Inactive file pages are clean, reclaimable cache: subtracting them gives the "working set"
-kubelet evicts on. The subtraction only happens when ``0 <= inactive < usage``.
+kubelet evicts on. The subtraction only happens when ``0 <= inactive < usage``. The charge is
+read fresh every time; ``memory.stat`` (which the kernel builds, the costly read) is re-read when
+the last value is older than ``stat_max_age`` (0.25 s): reclaimable cache moves slowly next to the
+anonymous allocations that kill a process, and those show in the charge at once.
 
 The ceiling: cgroup v2 ``memory.max``, then cgroup v1 ``memory.limit_in_bytes``, then physical
 RAM; ``max`` or any value >= 2**62 means unlimited. It is read once.
@@ -26,6 +29,8 @@ an ancestor cgroup is not found (the ceiling then falls back to physical RAM).
 from __future__ import annotations
 
 import os
+import sys
+import time
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
@@ -125,7 +130,7 @@ def cgroup_v1_memory_dir(root: str = CGROUP_V1_MEMORY_ROOT, proc_cgroup: str = P
 
 
 def read_peak_rss() -> Optional[int]:
-    """The process high-water RSS in bytes (``ru_maxrss`` is KiB on Linux); None where unavailable."""
+    """The process high-water RSS in bytes (``ru_maxrss`` is KiB on Linux, bytes on macOS)."""
     try:
         import resource
     except ImportError:  # pragma: no cover - not on Windows
@@ -134,7 +139,9 @@ def read_peak_rss() -> Optional[int]:
         peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     except (OSError, ValueError):  # pragma: no cover - defensive
         return None
-    return int(peak_kib) * 1024 if peak_kib > 0 else None
+    if peak_kib <= 0:
+        return None
+    return int(peak_kib) if sys.platform == "darwin" else int(peak_kib) * 1024  # macOS reports bytes
 
 
 def _physical_ram() -> Optional[int]:
@@ -165,8 +172,13 @@ class MemoryProbe:
         limit_reader: Optional[Callable[[], Optional[int]]] = None,
         peak_reader: Optional[Callable[[], Optional[int]]] = None,
         physical_ram: Optional[Callable[[], Optional[int]]] = None,
+        stat_max_age: float = 0.25,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.subtract_page_cache = subtract_page_cache
+        self.stat_max_age = stat_max_age
+        self._clock = clock
+        self._inactive: Optional[Tuple[float, Optional[int]]] = None
         self.v2_dir = cgroup_v2_memory_dir(v2_root, proc_cgroup)
         self.v1_dir = None if self.v2_dir is not None else cgroup_v1_memory_dir(v1_root, proc_cgroup)
         self._proc_status = proc_status
@@ -212,10 +224,19 @@ class MemoryProbe:
         if usage is None or usage <= 0:
             return None
         if self.subtract_page_cache:
-            inactive = _stat_field(_read_text(stat_path) or "", fields)
+            inactive = self._inactive_file(stat_path, fields)
             if inactive is not None and 0 <= inactive < usage:
                 return MemoryReading(usage - inactive, f"{label}_working_set")
         return MemoryReading(usage, f"{label}_current" if label == "cgroup_v2" else f"{label}_usage")
+
+    def _inactive_file(self, stat_path: str, fields: Tuple[str, ...]) -> Optional[int]:
+        now = self._clock()
+        cached = self._inactive
+        if cached is not None and now - cached[0] <= self.stat_max_age:
+            return cached[1]
+        value = _stat_field(_read_text(stat_path) or "", fields)
+        self._inactive = (now, value)
+        return value
 
     def _vmrss(self) -> Optional[int]:
         for line in (_read_text(self._proc_status) or "").splitlines():

@@ -551,3 +551,33 @@ def test_wake_lets_a_stopping_caller_leave_at_once() -> None:
     gate.wake()
     waiter.join(5)
     assert got[0] is None and time.monotonic() - started < 2
+
+
+def test_readings_per_task_are_few_a_recent_one_is_reused() -> None:
+    """The gate's CPU per task is a few file reads: a solo start reuses a reading <= 100 ms old,
+    an idle admission reuses one <= admissionPollMs old; the brake and the projection read fresh."""
+    machine = Machine(usage=100 * MB)
+    reads: List[int] = []
+
+    def usage() -> Optional[int]:
+        reads.append(1)
+        return machine.usage
+
+    gate = AdmissionGate(resolve_concurrency({"start": 4, "max": 4}),
+                         probe=MemoryProbe(usage_reader=usage, limit_reader=lambda: CEILING,
+                                           peak_reader=lambda: machine.peak),
+                         clock=lambda: machine.now)
+    first = gate.try_reserve()  # nothing in flight, no reading yet: reads
+    assert first is not None and len(reads) == 1
+    first.start("t")  # reuses the admission reading
+    assert len(reads) == 1
+    first.finish()  # the finish reading (cost + idle baseline)
+    assert len(reads) == 2
+    second = gate.try_reserve()  # idle again: reuses the finish reading
+    assert second is not None and len(reads) == 2
+    second.start("t")
+    third = gate.try_reserve()  # something runs: the projection reads fresh
+    assert third is not None and len(reads) == 3
+    machine.now += 1.0
+    third.start("t")  # not solo: no baseline needed
+    assert len(reads) == 3

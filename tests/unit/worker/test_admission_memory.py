@@ -113,3 +113,19 @@ def test_this_machine_gives_a_named_reading() -> None:
                               "cgroup_v1_usage", "proc_vmrss", "rusage_maxrss_peak"}
     assert reading.usage_bytes is not None and reading.usage_bytes > 0
     assert probe.limit() is not None
+
+
+def test_memory_stat_is_re_read_after_stat_max_age_the_charge_every_time(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"v2/memory.current": f"{500 * MIB}", "v2/memory.max": f"{700 * MIB}",
+                            "v2/memory.stat": f"inactive_file {100 * MIB}\n"})
+    now = [0.0]
+    (root / "proc").mkdir(exist_ok=True)
+    (root / "proc" / "cgroup").write_text("0::/\n")
+    probe = MemoryProbe(v2_root=str(root / "v2"), proc_cgroup=str(root / "proc" / "cgroup"),
+                        clock=lambda: now[0])
+    assert probe.usage().usage_bytes == 400 * MIB
+    (root / "v2" / "memory.current").write_text(f"{600 * MIB}")
+    (root / "v2" / "memory.stat").write_text(f"inactive_file {50 * MIB}\n")
+    assert probe.usage().usage_bytes == 500 * MIB  # fresh charge, stat from 0 s ago
+    now[0] = 0.3  # > 0.25 s
+    assert probe.usage().usage_bytes == 550 * MIB

@@ -59,3 +59,17 @@ def test_worker_accepts_every_form_and_refuses_bad_ones() -> None:
         Worker(FakeClient(), task_queue="q", max_concurrent_activity_tasks={"maximum": 3})
     with pytest.raises(ValueError, match="at least 1"):
         Worker(FakeClient(), task_queue="q", max_concurrent_activity_tasks=0)
+
+
+def test_status_has_a_concurrency_block_only_with_activities() -> None:
+    from sync_worker import workflow
+
+    @workflow.defn(name="cliconc.wf")
+    class Flow:
+        def run(self, ctx: object) -> None:
+            return None
+
+    assert Worker(FakeClient(), task_queue="q", workflows=[Flow]).status().concurrency is None
+    worker = load_worker(f"{T}:ready_worker", concurrency="adaptive")
+    block = worker.status().concurrency
+    assert block is not None and block.mode == "adaptive" and block.gate == "open" and block.in_flight == 0
