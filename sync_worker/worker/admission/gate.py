@@ -89,10 +89,10 @@ class Reservation:
         self._gate._start(self, name)
 
     def finish(self, ok: bool = True) -> None:
-        self._gate._end(self, ok, started_only=True)
+        self._gate._end(self, ok)
 
     def release(self) -> None:
-        self._gate._end(self, True, started_only=False)
+        self._gate._end(self, True)
 
 
 class AdmissionGate:
@@ -308,7 +308,7 @@ class AdmissionGate:
             with self._lock:
                 reservation.usage_at_start, reservation.peak_at_start = usage, peak
 
-    def _end(self, reservation: Reservation, ok: bool, *, started_only: bool) -> None:
+    def _end(self, reservation: Reservation, ok: bool) -> None:
         learn = reservation.solo and reservation.name and self.config.step_cost_tracking
         with self._lock:  # the reading that ends a solo run is also the idle baseline, if it leaves none
             alone = len(self._records) == 1 and id(reservation) in self._records
