@@ -30,7 +30,7 @@ from .history import (
     text,
 )
 
-__all__ = ["read_history"]
+__all__ = ["Scanner", "collect_resolved", "collect_steps", "read_history", "read_history_scanner"]
 
 _CHILD_EVENTS = ("ChildWorkflowScheduled", "ChildRunStarted", "ChildRunCompleted", "ChildRunFailed",
                  "ChildRunCancelled", "ChildRunTerminated")
@@ -242,19 +242,10 @@ def _check_memo(payload: Mapping[str, Any], sequence: Optional[int], seen: Set[i
     return identity
 
 
-def read_history(
-    events: List[Dict[str, Any]], *, codec: Optional[str], workflow_id: Optional[str] = None, run_id: str = "",
-) -> HistoryIndex:
-    """Scan ``events`` (the complete history, oldest first) into a :class:`HistoryIndex`."""
-    for event in events:
-        name = event_type(event) or ""
-        if name.startswith(UNSUPPORTED_PREFIXES):
-            raise UnsupportedReplayHistory(f"history event {name!r} needs a feature sync_worker does not replay")
-    _validate_codecs(events)
 
-    types_by_sequence: Dict[int, List[str]] = {}
-    details_by_sequence: Dict[int, Dict[str, Any]] = {}
-    wait_ids: Dict[int, str] = {}
+def collect_steps(events: List[Dict[str, Any]], types_by_sequence: Dict[int, List[str]],
+                  details_by_sequence: Dict[int, Dict[str, Any]], wait_ids: Dict[int, str]) -> None:
+    """First pass: the event types and merged details of every workflow sequence, the waits' ids."""
     for event in events:
         kind, payload = event_type(event), event_payload(event)
         sequence = sequence_of(payload)
@@ -271,15 +262,42 @@ def read_history(
             details.setdefault("cancellation_policy", "try_cancel")
         if kind == "ConditionWaitOpened" and text(payload.get("condition_wait_id")):
             wait_ids[sequence] = payload["condition_wait_id"]
-    wait_ids.update(_legacy_timer_aliases(events, wait_ids))
 
-    resolved: Set[int] = set()
+
+def collect_resolved(events: List[Dict[str, Any]], wait_ids: Mapping[int, str], resolved: Set[int]) -> None:
+    """Second pass: the sequences that have a result (they are never pending)."""
     for event in events:
         kind, payload = event_type(event), event_payload(event)
         sequence = sequence_of(payload)
         if sequence is not None and (kind in RESOLVED_EVENTS or (
                 kind == "TimerFired" and _timeout_kind(payload, wait_ids) is None)):
             resolved.add(sequence)
+
+
+def read_history(
+    events: List[Dict[str, Any]], *, codec: Optional[str], workflow_id: Optional[str] = None, run_id: str = "",
+) -> HistoryIndex:
+    """Scan ``events`` (the complete history, oldest first) into a :class:`HistoryIndex`."""
+    return read_history_scanner(events, codec=codec, workflow_id=workflow_id, run_id=run_id).index
+
+
+def read_history_scanner(
+    events: List[Dict[str, Any]], *, codec: Optional[str], workflow_id: Optional[str] = None, run_id: str = "",
+) -> Scanner:
+    """:func:`read_history`, returning the scanner (its ``index`` and the bookkeeping behind it)."""
+    for event in events:
+        name = event_type(event) or ""
+        if name.startswith(UNSUPPORTED_PREFIXES):
+            raise UnsupportedReplayHistory(f"history event {name!r} needs a feature sync_worker does not replay")
+    _validate_codecs(events)
+
+    types_by_sequence: Dict[int, List[str]] = {}
+    details_by_sequence: Dict[int, Dict[str, Any]] = {}
+    wait_ids: Dict[int, str] = {}
+    collect_steps(events, types_by_sequence, details_by_sequence, wait_ids)
+    wait_ids.update(_legacy_timer_aliases(events, wait_ids))
+    resolved: Set[int] = set()
+    collect_resolved(events, wait_ids, resolved)
 
     index = HistoryIndex(events=events)
     for event in events:
@@ -295,94 +313,122 @@ def read_history(
         index.clock_error = "Workflow replay clock unavailable: missing WorkflowStarted persisted start time"
     index.has_terminal_event = any(event_type(event) in TERMINAL_RUN_EVENTS for event in events)
 
-    bindings = _receiver_wait_bindings(events, wait_ids)
-    memberships: List[Any] = []
-    pending_added: Set[int] = set()
-    memo_seen: Set[int] = set()
-    delivered: Dict[Tuple[str, int], Dict[str, Any]] = {}
+    scanner = Scanner(index, codec=codec, workflow_id=workflow_id, run_id=run_id, wait_ids=wait_ids,
+                      types_by_sequence=types_by_sequence, details_by_sequence=details_by_sequence,
+                      resolved=resolved, bindings=_receiver_wait_bindings(events, wait_ids))
+    scanner.scan(events, 0)
+    _reorder_parallel_groups(index, scanner.memberships)
+    return scanner
 
-    def step(shape: str, position: int, payload: Mapping[str, Any], kind: str, fallback: int) -> RecordedStep:
+
+class Scanner:
+    """The main pass of :func:`read_history`, kept as an object so the sticky cache can feed it
+    further events (``incremental._extend``) with the same bookkeeping a cold read builds."""
+
+    def __init__(self, index: HistoryIndex, *, codec: Optional[str], workflow_id: Optional[str], run_id: str,
+                 wait_ids: Dict[int, str], types_by_sequence: Dict[int, List[str]],
+                 details_by_sequence: Dict[int, Dict[str, Any]], resolved: Set[int],
+                 bindings: Mapping[int, Optional[str]]) -> None:
+        self.index = index
+        self.codec, self.workflow_id, self.run_id = codec, workflow_id, run_id
+        self.wait_ids = wait_ids
+        self.types_by_sequence = types_by_sequence
+        self.details_by_sequence = details_by_sequence
+        self.resolved = resolved
+        self.bindings = bindings
+        self.memberships: List[Any] = []
+        self.pending_added: Set[int] = set()
+        self.memo_seen: Set[int] = set()
+        self.delivered: Dict[Tuple[str, int], Dict[str, Any]] = {}
+
+    def step(self, shape: str, position: int, payload: Mapping[str, Any], kind: str, fallback: int) -> RecordedStep:
         sequence = sequence_of(payload) or fallback
-        details = dict(details_by_sequence.get(sequence, {}))
+        details = dict(self.details_by_sequence.get(sequence, {}))
         details.update(step_details(payload))
-        return RecordedStep(sequence, shape, list(types_by_sequence.get(sequence) or [kind]), details, position)
+        return RecordedStep(sequence, shape, list(self.types_by_sequence.get(sequence) or [kind]), details, position)
 
-    def add_result(value: Any, shape: str, position: int, payload: Mapping[str, Any], kind: str) -> None:
-        index.result_steps.append(step(shape, position, payload, kind, len(index.result_steps) + 1))
+    def add_result(self, value: Any, shape: str, position: int, payload: Mapping[str, Any], kind: str) -> None:
+        index = self.index
+        index.result_steps.append(self.step(shape, position, payload, kind, len(index.result_steps) + 1))
         index.results.append(value)
-        memberships.append(group_membership(payload))
+        self.memberships.append(group_membership(payload))
 
-    def add_pending(shape: str, position: int, payload: Mapping[str, Any], kind: str) -> None:
+    def add_pending(self, shape: str, position: int, payload: Mapping[str, Any], kind: str) -> None:
         sequence = sequence_of(payload)
-        if sequence is None or sequence in resolved or sequence in pending_added:
+        if sequence is None or sequence in self.resolved or sequence in self.pending_added:
             return
-        pending_added.add(sequence)
-        index.pending_steps.append(step(shape, position, payload, kind, sequence))
+        self.pending_added.add(sequence)
+        self.index.pending_steps.append(self.step(shape, position, payload, kind, sequence))
 
-    for position, event in enumerate(events):
-        kind, payload = event_type(event) or "", event_payload(event)
-        sequence = sequence_of(payload)
-        if kind in DEDUPLICATED_EVENTS and sequence is not None:
-            if delivered.get((kind, sequence)) == payload:
-                continue  # a byte-identical duplicate delivery of the same terminal event
-            delivered[(kind, sequence)] = payload
-        try:
-            if kind == "ActivityCompleted":
-                value = decode_payload_value(payload.get("result", payload.get("output")), payload, codec)
-                add_result(value, "activity", position, payload, kind)
-            elif kind in ("ActivityFailed", "ActivityTimedOut", "ActivityCancelled"):
-                add_result(activity_failure(payload), "activity", position, payload, kind)
-            elif kind in ("ActivityScheduled", "ActivityStarted"):
-                add_pending("activity", position, payload, kind)
-            elif kind == "TimerScheduled":
-                if _timeout_kind(payload, wait_ids) is None:
-                    add_pending("timer", position, payload, kind)
-            elif kind == "TimerFired":
-                timer_kind = _timeout_kind(payload, wait_ids)
-                if timer_kind is None:
-                    add_result(None, "timer", position, payload, kind)
-                elif timer_kind == "condition_timeout":
-                    wait_id = text(payload.get("condition_wait_id")) or wait_ids.get(sequence or -1)
+    def scan(self, events: List[Dict[str, Any]], offset: int) -> None:
+        """Scan ``events``, whose first one sits at history position ``offset``."""
+        index, codec, wait_ids = self.index, self.codec, self.wait_ids
+        add_result, add_pending, step = self.add_result, self.add_pending, self.step
+        delivered, memo_seen = self.delivered, self.memo_seen
+        for position, event in enumerate(events, offset):
+            kind, payload = event_type(event) or "", event_payload(event)
+            sequence = sequence_of(payload)
+            if kind in DEDUPLICATED_EVENTS and sequence is not None:
+                if delivered.get((kind, sequence)) == payload:
+                    continue  # a byte-identical duplicate delivery of the same terminal event
+                delivered[(kind, sequence)] = payload
+            try:
+                if kind == "ActivityCompleted":
+                    value = decode_payload_value(payload.get("result", payload.get("output")), payload, codec)
+                    add_result(value, "activity", position, payload, kind)
+                elif kind in ("ActivityFailed", "ActivityTimedOut", "ActivityCancelled"):
+                    add_result(activity_failure(payload), "activity", position, payload, kind)
+                elif kind in ("ActivityScheduled", "ActivityStarted"):
+                    add_pending("activity", position, payload, kind)
+                elif kind == "TimerScheduled":
+                    if _timeout_kind(payload, wait_ids) is None:
+                        add_pending("timer", position, payload, kind)
+                elif kind == "TimerFired":
+                    timer_kind = _timeout_kind(payload, wait_ids)
+                    if timer_kind is None:
+                        add_result(None, "timer", position, payload, kind)
+                    elif timer_kind == "condition_timeout":
+                        wait_id = text(payload.get("condition_wait_id")) or wait_ids.get(sequence or -1)
+                        if wait_id is not None:
+                            index.wait_terminal_index.setdefault(wait_id, position)
+                            index.wait_resolutions[wait_id] = "timed_out"
+                elif kind in ("ChildWorkflowScheduled", "ChildRunStarted"):
+                    add_pending("child workflow", position, payload, kind)
+                elif kind == "ChildRunCompleted":
+                    value = decode_payload_value(payload.get("result", payload.get("output")), payload, codec)
+                    add_result(value, "child workflow", position, payload, kind)
+                elif kind in ("ChildRunFailed", "ChildRunCancelled", "ChildRunTerminated"):
+                    add_result(child_failure(payload, kind), "child workflow", position, payload, kind)
+                elif kind == "SideEffectRecorded":
+                    value = decode_payload_value(payload.get("result", payload.get("output")), payload, codec)
+                    add_result(value, "side effect", position, payload, kind)
+                elif kind == "VersionMarkerRecorded":
+                    add_result(payload.get("version", 0), "version marker", position, payload, kind)
+                elif kind == "MemoUpserted":
+                    identity = _check_memo(payload, sequence, memo_seen)
+                    add_result(None, "memo upsert", position, payload, kind)
+                    index.result_steps[-1].details["entries_identity"] = identity
+                elif kind == "SearchAttributesUpserted":
+                    add_result(None, "search attributes upsert", position, payload, kind)
+                elif kind == "ConditionWaitOpened":
+                    if text(payload.get("condition_wait_id")) is not None:
+                        fallback = len(index.result_steps) + len(index.wait_steps) + 1
+                        index.wait_steps.append(step("condition wait", position, payload, kind, fallback))
+                        index.waits.append(payload)
+                elif kind in ("ConditionWaitSatisfied", "ConditionWaitTimedOut"):
+                    wait_id = text(payload.get("condition_wait_id"))
                     if wait_id is not None:
                         index.wait_terminal_index.setdefault(wait_id, position)
-                        index.wait_resolutions[wait_id] = "timed_out"
-            elif kind in ("ChildWorkflowScheduled", "ChildRunStarted"):
-                add_pending("child workflow", position, payload, kind)
-            elif kind == "ChildRunCompleted":
-                value = decode_payload_value(payload.get("result", payload.get("output")), payload, codec)
-                add_result(value, "child workflow", position, payload, kind)
-            elif kind in ("ChildRunFailed", "ChildRunCancelled", "ChildRunTerminated"):
-                add_result(child_failure(payload, kind), "child workflow", position, payload, kind)
-            elif kind == "SideEffectRecorded":
-                value = decode_payload_value(payload.get("result", payload.get("output")), payload, codec)
-                add_result(value, "side effect", position, payload, kind)
-            elif kind == "VersionMarkerRecorded":
-                add_result(payload.get("version", 0), "version marker", position, payload, kind)
-            elif kind == "MemoUpserted":
-                identity = _check_memo(payload, sequence, memo_seen)
-                add_result(None, "memo upsert", position, payload, kind)
-                index.result_steps[-1].details["entries_identity"] = identity
-            elif kind == "SearchAttributesUpserted":
-                add_result(None, "search attributes upsert", position, payload, kind)
-            elif kind == "ConditionWaitOpened":
-                if text(payload.get("condition_wait_id")) is not None:
-                    fallback = len(index.result_steps) + len(index.wait_steps) + 1
-                    index.wait_steps.append(step("condition wait", position, payload, kind, fallback))
-                    index.waits.append(payload)
-            elif kind in ("ConditionWaitSatisfied", "ConditionWaitTimedOut"):
-                wait_id = text(payload.get("condition_wait_id"))
-                if wait_id is not None:
-                    index.wait_terminal_index.setdefault(wait_id, position)
-                    index.wait_resolutions[wait_id] = "satisfied" if kind == "ConditionWaitSatisfied" else "timed_out"
-            elif kind in ("SignalReceived", "UpdateApplied"):
-                _add_receiver(index, event, position, bindings, wait_ids, codec, workflow_id, run_id)
-        except PayloadError as error:
-            raise WorkflowPayloadDecodeError(
-                f"{kind} payload decode failed at history event {event_id(event) or position}: {error}",
-                event_id=event_id(event), codec=str(payload.get("payload_codec", codec)),
-            ) from error
-    _reorder_parallel_groups(index, memberships)
-    return index
+                        resolution = "satisfied" if kind == "ConditionWaitSatisfied" else "timed_out"
+                        index.wait_resolutions[wait_id] = resolution
+                elif kind in ("SignalReceived", "UpdateApplied"):
+                    _add_receiver(index, event, position, self.bindings, wait_ids, codec, self.workflow_id,
+                                  self.run_id)
+            except PayloadError as error:
+                raise WorkflowPayloadDecodeError(
+                    f"{kind} payload decode failed at history event {event_id(event) or position}: {error}",
+                    event_id=event_id(event), codec=str(payload.get("payload_codec", codec)),
+                ) from error
 
 
 def _add_receiver(

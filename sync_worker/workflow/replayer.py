@@ -51,10 +51,13 @@ from .definition import MESSAGE_STREAM_SIGNAL, validate_entrypoint, workflow_nam
 from .failures import fail_workflow_from_exception
 from .history import HistoryIndex, Receiver, RecordedStep, UnsupportedReplayHistory
 from .matching import annotate_group, check_step, first_failure, group_leaves, reshape
-from .reader import read_history
+from .reader import read_history_scanner
 from .streams import is_cursor_checkpoint
 
-__all__ = ["ReplayResult", "replay"]
+__all__ = ["BLOCKING_COMMANDS", "ReplayResult", "replay"]
+
+#: The commands a suspended run can wait on and be resumed from (``incremental``).
+BLOCKING_COMMANDS = (ScheduleActivity, StartTimer, StartChildWorkflow)
 
 @dataclass
 class ReplayResult:
@@ -89,7 +92,8 @@ class _Replay:
         validate_entrypoint(cls)
         self.cls = cls
         self.start_input = list(start_input)
-        self.history: HistoryIndex = read_history(events, codec=codec, workflow_id=workflow_id, run_id=run_id)
+        self.scanner = read_history_scanner(events, codec=codec, workflow_id=workflow_id, run_id=run_id)
+        self.history: HistoryIndex = self.scanner.index
         start = self.history.start_time if events else datetime.now(timezone.utc)
         self.ctx = WorkflowContext(workflow_id=workflow_id or _workflow_id_from(events), run_id=run_id,
                                    start_time=start, clock_error=self.history.clock_error,
@@ -105,9 +109,13 @@ class _Replay:
         self.pending: List[Command] = []
         self.versions: Dict[str, int] = {}
         self.trailing_wait: Optional[WaitCondition] = None
+        self._result_base = 0  # _result_min[i] covers result_steps[_result_base + i:]
         self._result_min = _suffix_minima(self.history.result_steps)
         self._wait_min = _suffix_minima(self.history.wait_steps)
         self._pending_min = min(self.history.pending_steps, key=lambda step: step.sequence, default=None)
+        # Where the run is suspended (the sticky cache resumes it there, see ``incremental``).
+        self.generator: Any = None
+        self.blocked: Any = None
 
     # -- recorded-step bookkeeping --------------------------------------------------
 
@@ -120,7 +128,8 @@ class _Replay:
 
     def next_unconsumed(self) -> Optional[RecordedStep]:
         """``unconsumed()[0]`` in constant time (it is asked on every yield)."""
-        candidates = [step for step in (self._result_min[self.cursor], self._wait_min[self.wait_cursor],
+        candidates = [step for step in (self._result_min[self.cursor - self._result_base],
+                                        self._wait_min[self.wait_cursor],
                                         self._pending_min) if step is not None]
         return min(candidates, key=lambda step: step.sequence) if candidates else None
 
@@ -217,8 +226,11 @@ class _Replay:
         generator = self.instance.run(self.ctx, *self.start_input)
         if not inspect.isgenerator(generator):
             return self.finish(generator)
-        action: Tuple[str, Any] = ("send", None)
-        first = True
+        self.generator = generator
+        return self.loop(("send", None), first=True)
+
+    def loop(self, action: Tuple[str, Any], *, first: bool) -> List[Command]:
+        generator = self.generator
         while True:
             self.skip_duplicate_version_markers()
             if not first:
@@ -234,6 +246,8 @@ class _Replay:
             self.apply_due(before_result=False)
             outcome = self.handle(command)
             if isinstance(outcome, _Stop):
+                resumable = outcome.commands is None and isinstance(command, BLOCKING_COMMANDS)
+                self.blocked = command if resumable else None
                 return outcome.commands if outcome.commands is not None else list(self.pending)
             action = outcome
 
