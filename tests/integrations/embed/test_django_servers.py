@@ -1,4 +1,4 @@
-"""A Django project (settings from ``SYNC_WORKER``) served by real gunicorn with the embedded workers.
+"""A Django project (settings from ``SYNC_WORKER``) served by real gunicorn and uWSGI with the embedded workers.
 
 The factory is ``sync_worker_django.workers:build_workers``: it sets Django up, runs
 autodiscovery and builds one worker per ``TASK_QUEUES`` entry, with the slot counts of the
@@ -15,7 +15,18 @@ from typing import Any
 
 import pytest
 
-from ._servers import HERE, ServerProcess, base_env, registrations, wait_for
+from ._servers import (
+    HERE,
+    UWSGI_LISTENING,
+    ServerProcess,
+    alive,
+    base_env,
+    free_port,
+    registrations,
+    uwsgi_argv,
+    uwsgi_binary,
+    wait_for,
+)
 
 pytest.importorskip("gunicorn", reason="gunicorn is a dev dependency (pip install -e '.[dev]')")
 pytest.importorskip("django", reason="Django is a dev dependency (pip install -e '.[dev]')")
@@ -23,16 +34,25 @@ pytest.importorskip("django", reason="Django is a dev dependency (pip install -e
 pytestmark = [pytest.mark.slow]
 
 
-@pytest.mark.parametrize("worker_class", ["gthread", "gevent"])
+@pytest.mark.parametrize("worker_class", ["gthread", "gevent", "uwsgi"])
 def test_django_project_runs_embedded_workers_from_its_settings(worker_class: str, devserver: Any, client: Any,
                                                                  queue: str, markers: Path, tmp_path: Path) -> None:
     env = base_env(devserver.url, queue, markers, SYNC_WORKER_FACTORY="sync_worker_django.workers:build_workers",
                    DJANGO_SETTINGS_MODULE="embedsite.settings", EMBED_DJANGO_SERVER_URL=devserver.url)
     del env["DURABLE_WORKFLOW_SERVER_URL"]  # the server comes from SYNC_WORKER["SERVER_URL"]
     env["PYTHONPATH"] = f"{HERE / 'django_site'}:{env['PYTHONPATH']}"
-    argv = [sys.executable, "-m", "gunicorn", "-c", str(HERE / "gunicorn_conf.py"), "-k", worker_class, "-w", "2",
-            "embedsite.wsgi:application"]
-    with ServerProcess(argv, env, tmp_path / "gunicorn-django.log") as server:
+    if worker_class == "uwsgi":
+        binary = uwsgi_binary()
+        if binary is None:
+            pytest.skip("uWSGI is a dev dependency (pip install -e '.[dev]')")
+        argv = uwsgi_argv(binary, free_port())
+        argv[argv.index("tests.integrations.embed.uwsgi_app")] = "embedsite.uwsgi_wsgi"
+        server = ServerProcess(argv, env, tmp_path / "uwsgi-django.log", listening=UWSGI_LISTENING)
+    else:
+        argv = [sys.executable, "-m", "gunicorn", "-c", str(HERE / "gunicorn_conf.py"), "-k", worker_class, "-w",
+                "2", "embedsite.wsgi:application"]
+        server = ServerProcess(argv, env, tmp_path / "gunicorn-django.log")
+    with server:
         def both_queues() -> Any:
             rows = [w for q in (queue, f"{queue}-mail") for w in registrations(client, q) if w["status"] == "active"]
             return rows if len(rows) == 4 else None
@@ -42,7 +62,7 @@ def test_django_project_runs_embedded_workers_from_its_settings(worker_class: st
         except AssertionError:
             raise AssertionError(server.log()[-5000:]) from None
         pids = {int(w["process_metrics"]["process_id"]) for w in rows}
-        assert pids == server.web_workers()
+        assert pids == {p for p in server.web_workers() if alive(p)} and server.pid not in pids
         slots = {w["task_queue"]: w["max_concurrent_activity_tasks"] for w in rows}
         assert slots == {queue: 3, f"{queue}-mail": 2}  # SYNC_WORKER's CONCURRENCY, per queue
         assert all(w["supported_activity_types"] == ["embedjango.work"] for w in rows)  # autodiscovered
