@@ -196,6 +196,13 @@ class OtherLaunchTests(DurableWorkflowTestMixin, TransactionTestCase):
         self.assertNotEqual(second, first, worker.output())
         self.assertIn("reloading on code changes", worker.output())
 
+    def test_no_autodiscover_leaves_nothing_to_run_and_says_so(self):
+        env = dict(os.environ, SW_DJANGO_USE_TEST_DB="1", DURABLE_WORKFLOW_SERVER_URL=self.durable.server.url)
+        done = subprocess.run([sys.executable, "manage.py", "durable_worker", "--no-autodiscover", "-Q", "inventory"],
+                              cwd=project_dir(), env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
+        self.assertIn("'inventory' has nothing to run", done.stderr)
+
     def test_sync_worker_run_with_the_build_worker_factory(self):
         order = Order.objects.create(customer="factory")
         command = [sys.executable, "-m", "sync_worker", "run", "sync_worker_django.workers:build_worker", "-Q", "shop",

@@ -147,6 +147,26 @@ class WorkflowTests(DurableWorkflowTestMixin, TransactionTestCase):
             finally:
                 environment.stop()
 
+    def test_query_log_is_reset_per_task_under_debug(self):
+        from django.test import override_settings
+
+        seen = []
+
+        def in_thread():
+            try:
+                Order.objects.count()
+                seen.append(len(connection.queries))
+                with task_scope():
+                    seen.append(len(connection.queries))
+            finally:
+                connection.close()
+
+        with override_settings(DEBUG=True):
+            thread = threading.Thread(target=in_thread)
+            thread.start()
+            thread.join(30)
+        self.assertEqual(seen, [1, 0])
+
     def test_build_workers_is_the_public_factory(self):
         workers = build_workers(task_queues=["inventory"], concurrency=3)
         self.assertEqual([(w.task_queue, w.max_concurrent_activity_tasks) for w in workers], [("inventory", 3)])
