@@ -162,6 +162,10 @@ class Client(
     * ``max_body_bytes`` bounds a response body; a larger one raises ``ResponseTooLarge``
       without being read whole. Every HTTP attempt also has an absolute deadline
       (``connect_timeout`` + its read timeout) that dripped bytes do not extend.
+    * ``worker_plane_transport``: worker-plane requests (polls, task outcomes, heartbeats) go on
+      urllib3's pool directly (``"urllib3"``, the default: about a third less worker CPU per task
+      than through a requests session) or through a requests session (``"requests"``, as the control plane
+      always does). Both share the deadlines, abort-on-shutdown, limits and error mapping.
     * ``tls_context`` (an ``ssl.SSLContext``) is used as given for every HTTPS connection: its
       CAs, client certificate and hostname checks decide (requests' CA bundle is not added).
       ``verify=`` (a CA bundle path, or ``False``) is the short form.
@@ -189,6 +193,7 @@ class Client(
         transport_retries: int = 3,
         verify: Any = True,
         max_body_bytes: int = 64 * 1024 * 1024,
+        worker_plane_transport: str = "urllib3",
     ) -> None:
         if external_storage is not None or external_storage_cache is not None or \
                 external_storage_threshold_bytes is not None:
@@ -200,6 +205,7 @@ class Client(
             timeout=timeout, connect_timeout=connect_timeout, failure_report_limit_bytes=failure_report_limit_bytes,
             max_connections=max_connections, transport_retries=transport_retries, verify=verify, metrics=metrics,
             max_body_bytes=max_body_bytes, tls_context=tls_context,
+            worker_plane_transport=worker_plane_transport,
         )
         self.retry_policy = retry_policy
         if retry_policy is not None:

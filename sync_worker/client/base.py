@@ -27,6 +27,10 @@ CONTROL_PLANE_VERSION = "2"
 CONTROL_PLANE_CONTRACT_SCHEMA = "durable-workflow.v2.control-plane-request.contract"
 SDK_VERSION = "sync-worker-python/0.1.0"
 
+#: How worker-plane requests travel: ``"urllib3"`` (the default: its pool directly, about a third
+#: less worker CPU per task) or ``"requests"`` (a requests session, like the control plane).
+WORKER_PLANE_TRANSPORTS = ("urllib3", "requests")
+
 _PROTOCOL_ENV = "DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION"
 _CONTROL_ENV = "DURABLE_WORKFLOW_CONTROL_PLANE_VERSION"
 
@@ -56,6 +60,7 @@ class ClientBase:
         metrics: Any = None,
         tls_context: Optional[ssl.SSLContext] = None,
         max_body_bytes: int = 64 * 1024 * 1024,
+        worker_plane_transport: str = "urllib3",
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -88,6 +93,10 @@ class ClientBase:
         if not isinstance(max_body_bytes, int) or max_body_bytes <= 0:
             raise ValueError("max_body_bytes must be a positive int")
         self.max_body_bytes = max_body_bytes
+        if worker_plane_transport not in WORKER_PLANE_TRANSPORTS:
+            raise ValueError(f"worker_plane_transport must be one of {', '.join(WORKER_PLANE_TRANSPORTS)}, "
+                             f"not {worker_plane_transport!r}")
+        self.worker_plane_transport = worker_plane_transport
         self._transport = Transport(
             self.base_url,
             timeout=self.timeout,
@@ -111,7 +120,7 @@ class ClientBase:
             failure_report_limit_bytes=self.failure_report_limit_bytes,
             max_connections=self.max_connections, transport_retries=self.transport_retries,
             verify=self.verify, metrics=self.metrics, tls_context=self.tls_context,
-            max_body_bytes=self.max_body_bytes,
+            max_body_bytes=self.max_body_bytes, worker_plane_transport=self.worker_plane_transport,
         )
         config.update(overrides)
         twin = type(self)(self.base_url, **config)
@@ -196,16 +205,21 @@ class ClientBase:
         else:  # discovery: prefer the worker credential, as the contract says
             headers = self._worker_headers() if self.worker_token else self._control_headers()
         clean_params = {k: v for k, v in (params or {}).items() if v is not None} or None
+        # The worker plane is the hot path: urllib3 directly (unless asked otherwise). The control
+        # plane keeps requests.
+        direct = plane == "worker" and self.worker_plane_transport == "urllib3"
         if self.metrics is None:
             return self._transport.request(
                 method, "/api" + path, route=route, headers=headers, json_body=body, params=clean_params,
                 read_timeout=read_timeout, retry=retry, cancel=cancel, operation=operation, poll=poll,
+                direct=direct,
             ).body
         started, status, outcome = time.perf_counter(), "", "pending"
         try:
             response = self._transport.request(
                 method, "/api" + path, route=route, headers=headers, json_body=body, params=clean_params,
                 read_timeout=read_timeout, retry=retry, cancel=cancel, operation=operation, poll=poll,
+                direct=direct,
             )
             status, outcome = str(response.status), "ok"
             return response.body

@@ -1,10 +1,13 @@
-"""The transport: the only module that touches requests/urllib3.
+"""The transport: the only code that touches requests/urllib3 (with ``connections``).
 
 What lives here:
 
-* one ``requests.Session`` per :class:`Transport`, with a connection pool sized for the
-  caller's concurrency (pollers plus slots), so a busy worker never sees urllib3's
-  "connection pool is full, discarding connection";
+* two paths over the same abortable connections: the worker plane (polls, task outcomes,
+  heartbeats: the hot path) on urllib3's pool directly, the control plane on a
+  ``requests.Session`` (what users' tooling and ``responses``-based tests expect). The
+  direct path saves about a third of a worker's CPU per task (``bench/worker_throughput.py``);
+* connection pools sized for the caller's concurrency (pollers plus slots), so a busy worker
+  never sees urllib3's "connection pool is full, discarding connection";
 * fork safety: a forked child gets a fresh session and pool for every transport it inherited
   (``os.register_at_fork``), so a pre-fork (``--preload``) client never shares a socket with
   its parent;
@@ -12,8 +15,9 @@ What lives here:
 * abortable requests: a :class:`~sync_worker.cancel.CancelToken` shuts down the socket of the
   request in flight, so a thread blocked in a long poll returns at once on shutdown;
 * status → typed exception (:func:`raise_for_status`);
-* bounded, jittered transport retries (tenacity) for requests that are safe to repeat,
-  whose waits are interruptible by the same token.
+* bounded, jittered transport retries for requests that are safe to repeat, whose waits are
+  interruptible by the same token; the first attempt runs bare (no retry machinery on the
+  path every request takes).
 
 Exceptions raised from here never carry the transport library's message text (it may contain
 URLs or credentials); the original is chained as ``__cause__``.
@@ -26,23 +30,20 @@ import json
 import logging
 import os
 import random
-import select
-import socket
 import ssl
-import sys
 import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from urllib.parse import urlencode
 
 import requests
-import tenacity
-from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+import urllib3
+from urllib3 import exceptions as u3
 
 from .. import errors
 from ..cancel import CancelToken
+from .connections import RequestSlot, TrackedAdapter, active, tracked_pool_manager
 from .deadlines import watchdog
 from .statuses import _body_reason, raise_for_status
 
@@ -51,137 +52,6 @@ logger = logging.getLogger("sync_worker.http")
 POLL_ENVELOPE_MEDIA_TYPE = "application/vnd.durable-workflow.poll.v1+json"
 POLL_ENVELOPE_SCHEMA = "durable-workflow.poll-transport.v1"
 POLL_ACCEPT = f"{POLL_ENVELOPE_MEDIA_TYPE}, application/json;q=0.9"
-
-# ---------------------------------------------------------------------------
-# Abortable connections
-#
-# urllib3 picks a pooled connection deep inside ``urlopen``; to shut down the socket of the
-# request a given thread is making, each connection records itself in a thread-local slot
-# when it starts sending. Under gevent, ``threading.local`` is patched to be greenlet-local.
-
-_active = threading.local()
-
-
-class _RequestSlot:
-    """The connection currently serving one abortable request."""
-
-    __slots__ = ("aborted", "connection", "lock")
-
-    def __init__(self) -> None:
-        self.connection: Any = None
-        self.aborted = False
-        self.lock = threading.Lock()
-
-    def attach(self, connection: Any) -> None:
-        with self.lock:
-            self.connection = connection
-            aborted = self.aborted
-        if aborted:
-            _shutdown(connection)
-
-    def abort(self) -> None:
-        with self.lock:
-            self.aborted = True
-            connection = self.connection
-        if connection is not None:
-            _shutdown(connection)
-
-
-def _shutdown(connection: Any) -> None:
-    sock = getattr(connection, "sock", None)
-    if sock is None:
-        return
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-
-
-_native_poll: Optional[Callable[[], Any]] = None
-
-
-def _readable_now(sock: Any) -> bool:
-    """Whether ``sock`` has data or EOF waiting, without blocking.
-
-    This is urllib3's "was the pooled connection dropped?" check, done with the process's native
-    ``select.poll``: with a zero timeout it cannot block, and under gevent it avoids setting up
-    a hub watcher for every request (the patched select costs ~20x more per call).
-    """
-    global _native_poll
-    if _native_poll is None:
-        monkey = sys.modules.get("gevent.monkey")
-        original = monkey.get_original("select", "poll") if monkey is not None else None
-        _native_poll = original if callable(original) else getattr(select, "poll", None)
-    if _native_poll is None:  # pragma: no cover - platforms without poll
-        return bool(select.select([sock], [], [], 0)[0])
-    poller = _native_poll()
-    poller.register(sock.fileno(), select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP)
-    return bool(poller.poll(0))
-
-
-class _TrackedMixin:
-    @property
-    def is_connected(self) -> bool:
-        sock = getattr(self, "sock", None)
-        if sock is None:
-            return False
-        try:
-            return not _readable_now(sock)
-        except (OSError, ValueError):
-            return False
-
-    def request(self, *args: Any, **kwargs: Any) -> Any:
-        slot: Optional[_RequestSlot] = getattr(_active, "slot", None)
-        if slot is not None:
-            if slot.aborted:
-                raise ConnectionAbortedError("request aborted before sending")
-            result = super().request(*args, **kwargs)  # type: ignore[misc]
-            slot.attach(self)
-            return result
-        return super().request(*args, **kwargs)  # type: ignore[misc]
-
-
-class _TrackedHTTPConnection(_TrackedMixin, HTTPConnection):
-    pass
-
-
-class _TrackedHTTPSConnection(_TrackedMixin, HTTPSConnection):
-    pass
-
-
-class _TrackedHTTPPool(HTTPConnectionPool):
-    ConnectionCls = _TrackedHTTPConnection
-
-
-class _TrackedHTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _TrackedHTTPSConnection
-
-
-class _Adapter(HTTPAdapter):
-    """Tracked pools; with ``ssl_context`` every HTTPS connection uses that context as given.
-
-    The caller's context decides trust: requests' default CA bundle is never loaded into it.
-    """
-
-    def __init__(self, *args: Any, ssl_context: Optional[ssl.SSLContext] = None, **kwargs: Any) -> None:
-        self.ssl_context = ssl_context  # read by init_poolmanager, which HTTPAdapter.__init__ calls
-        super().__init__(*args, **kwargs)
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        if self.ssl_context is not None:
-            kwargs["ssl_context"] = self.ssl_context
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
-        self.poolmanager.key_fn_by_scheme = dict(self.poolmanager.key_fn_by_scheme)
-
-    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
-        if self.ssl_context is None or not url.lower().startswith("https"):
-            super().cert_verify(conn, url, verify, cert)  # type: ignore[no-untyped-call]
-            return
-        conn.cert_reqs = "CERT_REQUIRED"
-        conn.ca_certs = None
-        conn.ca_cert_dir = None
-
 
 # ---------------------------------------------------------------------------
 # Retry policy
@@ -265,28 +135,28 @@ class Transport:
         self.verify = verify
         self.ssl_context = ssl_context
         self.max_body_bytes = max_body_bytes
-        self._session = requests.Session()
-        self._session.trust_env = False
-        self._capacity_lock = threading.Lock()
-        self._mount(self.max_connections)
-        self.pid = os.getpid()
+        self._fresh_pools()
         _live_transports.add(self)
 
-    def _reset_after_fork(self) -> None:
-        """In a forked child: drop the inherited session unclosed (its sockets are the parent's)."""
+    def _fresh_pools(self) -> None:
         self._session = requests.Session()
         self._session.trust_env = False
         self._capacity_lock = threading.Lock()
         self._mount(self.max_connections)
         self.pid = os.getpid()
 
+    def _reset_after_fork(self) -> None:
+        """In a forked child: drop the inherited pools unclosed (their sockets are the parent's)."""
+        self._fresh_pools()
+
     def _mount(self, size: int) -> None:
-        adapter = _Adapter(pool_connections=4, pool_maxsize=size, max_retries=0, ssl_context=self.ssl_context)
+        adapter = TrackedAdapter(pool_connections=4, pool_maxsize=size, max_retries=0, ssl_context=self.ssl_context)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
+        self._direct = tracked_pool_manager(size, self.verify, self.ssl_context)
 
     def ensure_capacity(self, connections: int) -> None:
-        """Grow the pool to at least ``connections`` (requests in flight finish on the old one)."""
+        """Grow the pools to at least ``connections`` (requests in flight finish on the old ones)."""
         with self._capacity_lock:
             if connections > self.max_connections:
                 self.max_connections = connections
@@ -294,6 +164,7 @@ class Transport:
 
     def close(self) -> None:
         self._session.close()
+        self._direct.clear()
 
     def request(
         self,
@@ -309,118 +180,133 @@ class Transport:
         cancel: Optional[CancelToken] = None,
         operation: str = "",
         poll: bool = False,
+        direct: bool = False,
     ) -> Response:
         """Send one logical request (with transport retries per ``retry``) and map errors.
 
         ``route`` is the static route template used in logs and errors (never the concrete
-        URL with ids). Raises :class:`~sync_worker.errors.WorkerShutdown` when ``cancel``
-        fires, typed :class:`~sync_worker.errors.ServerError` subclasses for error statuses
-        and :class:`~sync_worker.errors.TransportError` when no response arrived.
+        URL with ids). ``direct`` sends it on urllib3's pool without requests (the worker
+        plane). Raises :class:`~sync_worker.errors.WorkerShutdown` when ``cancel`` fires, typed
+        :class:`~sync_worker.errors.ServerError` subclasses for error statuses and
+        :class:`~sync_worker.errors.TransportError` when no response arrived.
         """
         data = None if json_body is None else _dumps(json_body)
+        url = self.base_url + path
+        if params:
+            url += "?" + urlencode(params, doseq=True)
+        attempts = 1 if retry is RetryMode.NEVER else max(1, self.retry.max_attempts)
+        attempt_number = 1
+        while True:
+            try:
+                return self._send_once(method, url, route=route, headers=headers, data=data,
+                                       read_timeout=read_timeout, cancel=cancel, operation=operation, poll=poll,
+                                       direct=direct)
+            except Exception as exc:  # the failure path: decide whether to repeat the request
+                if attempt_number >= attempts or not _is_retryable(exc, retry):
+                    raise
+                logger.debug("retrying %s after %s (attempt %d)", route, type(exc).__name__, attempt_number)
+                self._retry_sleep(self.retry.delay(attempt_number), cancel, route)
+                attempt_number += 1
 
-        def attempt() -> Response:
-            return self._send_once(
-                method, path, route=route, headers=headers, data=data, params=params,
-                read_timeout=read_timeout, cancel=cancel, operation=operation, poll=poll,
-            )
-
-        if retry is RetryMode.NEVER or self.retry.max_attempts <= 1:
-            return attempt()
-
-        def sleep(seconds: float) -> None:
-            if cancel is not None and cancel.wait(seconds):
-                raise errors.WorkerShutdown(f"{route}: retry wait interrupted by shutdown")
-            if cancel is None:
-                threading.Event().wait(seconds)
-
-        retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.retry.max_attempts),
-            wait=lambda state: self.retry.delay(state.attempt_number),
-            retry=tenacity.retry_if_exception(lambda exc: _is_retryable(exc, retry)),
-            sleep=sleep,
-            reraise=True,
-            before_sleep=lambda state: logger.debug(
-                "retrying %s after %s (attempt %d)", route,
-                type(state.outcome.exception()).__name__ if state.outcome else "?", state.attempt_number,
-            ),
-        )
-        result: Response = retrying(attempt)
-        return result
+    @staticmethod
+    def _retry_sleep(seconds: float, cancel: Optional[CancelToken], route: str) -> None:
+        if cancel is None:
+            threading.Event().wait(seconds)
+        elif cancel.wait(seconds):
+            raise errors.WorkerShutdown(f"{route}: retry wait interrupted by shutdown")
 
     def _send_once(
         self,
         method: str,
-        path: str,
+        url: str,
         *,
         route: str,
         headers: Mapping[str, str],
         data: Optional[bytes],
-        params: Optional[Mapping[str, Any]],
         read_timeout: Optional[float],
         cancel: Optional[CancelToken],
         operation: str,
         poll: bool,
+        direct: bool,
     ) -> Response:
         if cancel is not None and cancel.cancelled:
             raise errors.WorkerShutdown(f"{route}: not sent, the worker is shutting down")
-        slot = _RequestSlot()
+        slot = RequestSlot()
         handle = cancel.add_callback(slot.abort) if cancel is not None else None
-        previous = getattr(_active, "slot", None)
-        _active.slot = slot
+        previous = getattr(active, "slot", None)
+        active.slot = slot
         read_budget = read_timeout or self.timeout
-        timeout: Tuple[float, float] = (self.connect_timeout, read_budget)
         # The absolute deadline of this attempt: further bytes never extend it (a read timeout
         # alone applies per recv, so a dripping server could hold the request for ever).
         budget = self.connect_timeout + read_budget
         deadline = watchdog().schedule(budget, slot.abort)
-        raw: Any = None
+        exchange = self._exchange_direct if direct else self._exchange_requests
         try:
-            raw = self._session.request(
-                method, self.base_url + path, data=data, params=params, headers=dict(headers),
-                timeout=timeout, verify=self.verify, allow_redirects=False, stream=True,
-            )
-            content = self._read_bounded(raw, route)
+            status, content_type, content = exchange(method, url, route, headers, data, read_budget)
         except errors.ResponseTooLarge:
             raise
-        except (requests.RequestException, ConnectionAbortedError, OSError) as exc:
+        except (requests.RequestException, u3.HTTPError, ConnectionAbortedError, OSError) as exc:
             if cancel is not None and cancel.cancelled:
                 raise errors.WorkerShutdown(f"{route}: interrupted by shutdown") from exc
             if deadline.fired:
                 raise _deadline_error(route, budget) from exc
             if isinstance(exc, requests.RequestException):
                 raise _transport_error(exc, route) from exc
+            if isinstance(exc, u3.HTTPError):
+                raise _direct_error(exc, route) from exc
             raise errors.TransportError(f"{route}: {type(exc).__name__}", route=route) from exc
         finally:
             watchdog().cancel(deadline)
-            _active.slot = previous
+            active.slot = previous
             if cancel is not None and handle is not None:
                 cancel.remove_callback(handle)
-        content_type = raw.headers.get("Content-Type", "")
-        status = raw.status_code
         body = _parse_body(content, content_type, status, route)
         if poll and content_type.split(";")[0].strip() == POLL_ENVELOPE_MEDIA_TYPE:
             status, body = _unwrap_poll_envelope(status, body, route)
         raise_for_status(status, body, route=route, operation=operation)
         return Response(status=status, body=body, content_type=content_type)
 
-    def _read_bounded(self, raw: Any, route: str) -> bytes:
+    def _exchange_requests(self, method: str, url: str, route: str, headers: Mapping[str, str],
+                           data: Optional[bytes], read_budget: float) -> Tuple[int, str, bytes]:
+        raw = self._session.request(
+            method, url, data=data, headers=dict(headers), timeout=(self.connect_timeout, read_budget),
+            verify=self.verify, allow_redirects=False, stream=True,
+        )
+        declared = raw.headers.get("Content-Length")
+        content = self._bounded(route, declared, raw.iter_content(chunk_size=64 * 1024), raw.close)
+        return raw.status_code, raw.headers.get("Content-Type", ""), content
+
+    def _exchange_direct(self, method: str, url: str, route: str, headers: Mapping[str, str],
+                         data: Optional[bytes], read_budget: float) -> Tuple[int, str, bytes]:
+        raw = self._direct.urlopen(
+            method, url, body=data, headers=dict(headers), redirect=False, retries=False,
+            timeout=urllib3.Timeout(connect=self.connect_timeout, read=read_budget), preload_content=False,
+        )
+        try:
+            declared = raw.headers.get("Content-Length")
+            content = self._bounded(route, declared, raw.stream(64 * 1024), raw.close)
+        except BaseException:
+            raw.close()
+            raise
+        raw.release_conn()
+        return raw.status, raw.headers.get("Content-Type", ""), content
+
+    def _bounded(self, route: str, declared: Optional[str], chunks: Any, close: Callable[[], None]) -> bytes:
         """The response body, refused (and the connection closed) past ``max_body_bytes``."""
         limit = self.max_body_bytes
-        declared = raw.headers.get("Content-Length")
         declared_bytes = int(declared) if declared is not None and declared.strip().isdigit() else None
         if declared_bytes is not None and declared_bytes > limit:
-            raw.close()
+            close()
             raise _too_large(route, limit, declared_bytes)
-        chunks: List[bytes] = []
+        parts: List[bytes] = []
         size = 0
-        for chunk in raw.iter_content(chunk_size=64 * 1024):
+        for chunk in chunks:
             size += len(chunk)
             if size > limit:
-                raw.close()
+                close()
                 raise _too_large(route, limit, declared_bytes)
-            chunks.append(chunk)
-        return b"".join(chunks)
+            parts.append(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _too_large(route: str, limit: int, declared: Optional[int]) -> errors.ResponseTooLarge:
@@ -494,6 +380,13 @@ def _transport_error(exc: requests.RequestException, route: str) -> errors.Trans
     connect = isinstance(exc, requests.ConnectionError) and not isinstance(exc, requests.ReadTimeout) and (
         isinstance(exc, requests.ConnectTimeout) or _is_connect_failure(exc)
     )
+    return errors.TransportError(f"{route}: {type(exc).__name__}", route=route, timeout=timeout, connect=connect)
+
+
+def _direct_error(exc: u3.HTTPError, route: str) -> errors.TransportError:
+    """urllib3's own exceptions as the same typed errors the requests path gives."""
+    connect = isinstance(exc, (u3.NewConnectionError, u3.ConnectTimeoutError)) or _is_connect_failure(exc)
+    timeout = isinstance(exc, u3.TimeoutError) and not isinstance(exc, u3.NewConnectionError)
     return errors.TransportError(f"{route}: {type(exc).__name__}", route=route, timeout=timeout, connect=connect)
 
 

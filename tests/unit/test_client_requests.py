@@ -25,7 +25,8 @@ def _body(call: Any) -> Dict[str, Any]:
 
 @pytest.fixture
 def client() -> Client:
-    return Client(BASE, token="secret-token", namespace="orders", transport_retries=1)
+    return Client(BASE, token="secret-token", namespace="orders", transport_retries=1,
+                  worker_plane_transport="requests")  # responses mocks requests; e2e covers urllib3
 
 
 @responses.activate

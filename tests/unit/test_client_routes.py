@@ -48,7 +48,8 @@ def _body(index: int = -1) -> Any:
 
 @pytest.fixture
 def client() -> Client:
-    return Client(BASE, token="t", transport_retries=1)
+    # responses mocks requests, so the worker plane goes through it here; the e2e suite covers urllib3
+    return Client(BASE, token="t", transport_retries=1, worker_plane_transport="requests")
 
 
 @responses.activate

@@ -76,7 +76,8 @@ def test_every_worker_plane_operation_is_covered() -> None:
 def test_worker_plane_request_matches_fixture(name: str) -> None:
     fixture = load_fixture(f"{FOLDER}/{name}")
     operation, request, sdk = fixture["operation"], fixture["request"], fixture["sdk_python"]
-    client = Client(BASE, token="wt", namespace="orders-prod", transport_retries=1)
+    client = Client(BASE, token="wt", namespace="orders-prod", transport_retries=1,
+                    worker_plane_transport="requests")  # responses mocks requests; e2e covers urllib3
     responses.get(f"{BASE}/api/cluster/info", json={"worker_protocol": {"version": "1.20"},
                                                     "control_plane": {"version": "2"}})
     reply = fixture.get("response_body") or {}

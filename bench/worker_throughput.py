@@ -1,0 +1,190 @@
+"""No-op activity throughput and worker CPU per task against a fast fake server, beside the published SDK.
+
+    python3 bench/worker_throughput.py                   # 3 rounds x (sdk, threads, gevent), 3,000 tasks each
+    python3 bench/worker_throughput.py --tasks 2000 --rounds 1 --slots 20
+
+The server is ``bench/fake_worker_server.py`` (real dev-server response shapes, one selectors
+thread, keep-alive), in its own process pinned to one core; each worker is one child process
+pinned to the other core (``os.sched_setaffinity``), so "one worker process on one core" is
+literal. A worker child measures its own user+system CPU from its first activity to its last;
+the server records completion times and its own CPU. ``threads-requests`` is the thread worker
+with ``Client(worker_plane_transport="requests")``: what the direct urllib3 path saves. Printed
+per kind and round: tasks/s (first
+to last completion), worker CPU per task, the server's CPU share of that time (it must stay far
+from a full core, or it would be the bottleneck), then medians, min/max and ratios to the SDK.
+"""
+
+from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "_worker" and sys.argv[2] == "gevent":
+    from gevent import monkey  # patch first, as `sync-worker run -P gevent` does
+
+    monkey.patch_all()
+
+import argparse
+import json
+import os
+import resource
+import signal
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Any, Dict, List
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+NOOP_TYPE = "bench.noop"
+KINDS = ("sdk", "threads", "gevent", "threads-requests")
+WORKER_CORE, SERVER_CORE = 1, 0
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _pin(core: int) -> None:
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > core:
+        os.sched_setaffinity(0, {core})
+
+
+def worker_child(kind: str, url: str, tasks: int, slots: int) -> None:
+    _pin(WORKER_CORE)
+    state: Dict[str, Any] = {"count": 0, "cpu_start": None}
+    lock = threading.Lock()
+    finished = threading.Event()
+
+    def on_task() -> None:
+        with lock:
+            if state["cpu_start"] is None:
+                state["cpu_start"] = _cpu()
+            state["count"] += 1
+            if state["count"] >= tasks:
+                finished.set()
+
+    if kind == "sdk":
+        import asyncio
+
+        from durable_workflow import Client as SdkClient
+        from durable_workflow import Worker as SdkWorker
+        from durable_workflow import activity as sdk_activity
+
+        @sdk_activity.defn(name=NOOP_TYPE)
+        def sdk_noop() -> None:
+            on_task()
+
+        async def main() -> float:
+            worker = SdkWorker(SdkClient(url), task_queue="bench", activities=[sdk_noop],
+                               max_concurrent_activity_tasks=slots, poll_timeout=5.0)
+            runner = asyncio.ensure_future(worker.run())
+            while not finished.is_set() and not runner.done():
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.1)  # the last completions leave
+            used = _cpu() - (state["cpu_start"] or _cpu())
+            await worker.stop()
+            try:
+                await asyncio.wait_for(runner, 20)
+            except BaseException:
+                pass
+            return used
+
+        cpu_seconds = asyncio.run(main())
+    else:
+        from sync_worker import Client, Worker, activity
+
+        @activity.defn(name=NOOP_TYPE)
+        def noop() -> None:
+            on_task()
+
+        pool, _, via = kind.partition("-")  # "threads-requests": the worker plane through requests
+        client = Client(url, worker_plane_transport=via or "urllib3")
+        worker = Worker(client, task_queue="bench", activities=[noop], pool=pool,
+                        max_concurrent_activity_tasks=slots, poll_timeout=5.0)
+        runner = threading.Thread(target=worker.run, daemon=True)
+        runner.start()
+        finished.wait(600)
+        time.sleep(0.1)
+        cpu_seconds = _cpu() - (state["cpu_start"] or _cpu())
+        worker.stop()
+        runner.join(20)
+    print("RESULT " + json.dumps({"kind": kind, "tasks": state["count"], "cpu_seconds": cpu_seconds}), flush=True)
+
+
+def _one(kind: str, shapes_path: str, tasks: int, slots: int) -> Dict[str, Any]:
+    server = subprocess.Popen([sys.executable, os.path.join(HERE, "fake_worker_server.py"), shapes_path, str(tasks)],
+                              stdout=subprocess.PIPE, text=True, preexec_fn=lambda: _pin(SERVER_CORE))
+    assert server.stdout is not None
+    port = int(server.stdout.readline().split()[1])
+    try:
+        out = subprocess.run([sys.executable, __file__, "_worker", kind, f"http://127.0.0.1:{port}", str(tasks),
+                              str(slots)], capture_output=True, text=True, timeout=900)
+        lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+        if not lines:
+            raise RuntimeError(f"{kind} worker gave no result:\n{out.stderr[-3000:]}")
+        result = json.loads(lines[-1][7:])
+    finally:
+        server.send_signal(signal.SIGTERM)
+        rest = server.communicate(timeout=30)[0]
+    stats = json.loads([line for line in rest.splitlines() if line.startswith("STATS ")][-1][6:])
+    wall = max(1e-9, stats["last_done"] - stats["first_done"])
+    return {"kind": kind, "tasks_per_s": (stats["completed"] - 1) / wall,
+            "cpu_ms_per_task": 1000.0 * result["cpu_seconds"] / max(1, result["tasks"]),
+            "server_share": stats["cpu_seconds"] / wall, "completed": stats["completed"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--slots", type=int, default=20)
+    parser.add_argument("--kinds", default=",".join(KINDS))
+    args = parser.parse_args()
+    from fake_worker_server import capture_shapes
+
+    kinds = [k for k in args.kinds.split(",") if k]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(capture_shapes(), handle)
+        shapes_path = handle.name
+    results: Dict[str, List[Dict[str, Any]]] = {kind: [] for kind in kinds}
+    try:
+        for round_no in range(args.rounds):
+            order = kinds[round_no % len(kinds):] + kinds[:round_no % len(kinds)]
+            for kind in order:
+                one = _one(kind, shapes_path, args.tasks, args.slots)
+                results[kind].append(one)
+                print(f"round {round_no + 1} {kind:8s} {one['tasks_per_s']:8.0f} tasks/s  "
+                      f"{one['cpu_ms_per_task']:.3f} ms CPU/task  server {100 * one['server_share']:.0f}% of a core",
+                      flush=True)
+    finally:
+        os.unlink(shapes_path)
+
+    def spread(kind: str, key: str) -> List[float]:
+        return [r[key] for r in results[kind]]
+
+    print(f"\n{args.tasks} no-op activities, {args.slots} slots; medians (min..max) over {args.rounds} round(s)")
+    sdk_rate = statistics.median(spread("sdk", "tasks_per_s")) if "sdk" in results else None
+    sdk_cpu = statistics.median(spread("sdk", "cpu_ms_per_task")) if "sdk" in results else None
+    for kind in kinds:
+        rate, cpu, share = (spread(kind, key) for key in ("tasks_per_s", "cpu_ms_per_task", "server_share"))
+        line = (f"  {kind:8s} {statistics.median(rate):7.0f} tasks/s ({min(rate):.0f}..{max(rate):.0f})  "
+                f"{statistics.median(cpu):.3f} ms CPU/task ({min(cpu):.3f}..{max(cpu):.3f})  "
+                f"server {100 * statistics.median(share):.0f}% of a core")
+        if sdk_rate and sdk_cpu and kind != "sdk":
+            line += f"   x{statistics.median(rate) / sdk_rate:.2f} throughput, x{statistics.median(cpu) / sdk_cpu:.2f} CPU"
+        print(line)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_worker":
+        worker_child(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    else:
+        main()
