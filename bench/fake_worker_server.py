@@ -201,7 +201,8 @@ def _response(body: bytes, protocol: str, status: int = 200) -> bytes:
 
 
 def main() -> None:
-    shapes = json.loads(open(sys.argv[1], encoding="utf-8").read())
+    with open(sys.argv[1], encoding="utf-8") as handle:
+        shapes = json.load(handle)
     server = _Server(shapes, int(sys.argv[2]))
 
     def stop(signum: int, frame: Any) -> None:

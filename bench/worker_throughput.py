@@ -179,7 +179,8 @@ def main() -> None:
                 f"{statistics.median(cpu):.3f} ms CPU/task ({min(cpu):.3f}..{max(cpu):.3f})  "
                 f"server {100 * statistics.median(share):.0f}% of a core")
         if sdk_rate and sdk_cpu and kind != "sdk":
-            line += f"   x{statistics.median(rate) / sdk_rate:.2f} throughput, x{statistics.median(cpu) / sdk_cpu:.2f} CPU"
+            ratio_rate, ratio_cpu = statistics.median(rate) / sdk_rate, statistics.median(cpu) / sdk_cpu
+            line += f"   x{ratio_rate:.2f} throughput, x{ratio_cpu:.2f} CPU"
         print(line)
 
 
