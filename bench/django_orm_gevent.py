@@ -136,6 +136,9 @@ def main(argv: List[str]) -> int:
     finally:
         sampler.close()
         server.stop()
+        connections.close_all()
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
     print(f"django orm bench: {len(done)}/{len(activity_ids)} ORM activities completed ({charged} rows written) "
           f"in {wall:.1f} s ({len(done) / wall:.0f}/s) on {args.slots} gevent slots, PostgreSQL")
     print(f"django orm bench: peak worker connections in pg_stat_activity: {peak['value']} "
