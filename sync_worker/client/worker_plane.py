@@ -135,8 +135,11 @@ class WorkerPlane(ClientBase):
         message_stream_cursors: Optional[List[Dict[str, Any]]] = None,
         message_stream_waits: Optional[List[Dict[str, Any]]] = None,
         cancel: Optional[CancelToken] = None,
+        sticky_cache: Optional[Dict[str, Any]] = None,
     ) -> Dict[str, Any]:
         """Submit the task's commands (at least one; an empty batch is a waiting-for-history fail).
+
+        ``sticky_cache`` (§4.5/§4.7) tells the server this worker keeps the run's state.
 
         ``message_stream_cursors`` / ``message_stream_waits`` (sent only when non-empty) record
         how far the workflow consumed its message streams and which it waits on.
@@ -152,6 +155,8 @@ class WorkerPlane(ClientBase):
             body["message_stream_cursors"] = message_stream_cursors
         if message_stream_waits:
             body["message_stream_waits"] = message_stream_waits
+        if sticky_cache:
+            body["sticky_cache"] = sticky_cache
         return self._task_call("workflow-tasks", task_id, "complete", body, cancel, bound=True)
 
     def fail_workflow_task(

@@ -19,6 +19,9 @@ DEREGISTRATION_SCHEMA = "durable-workflow.v2.worker-deregistration.v1"
 def server_capabilities(engine: Engine) -> Dict[str, Any]:
     return {
         "query_tasks": True,
+        # Poll responses carry only the new events for the worker that keeps the run (devserver/sticky.py).
+        "sticky_execution": {"supported": True, "minimum_protocol_version": "1.18",
+                             "implementation": "history_tail_after_sticky_completion"},
         "supported_workflow_task_commands": list(SUPPORTED_COMMANDS),
         "long_poll_timeout": int(engine.config.long_poll_max_seconds),
         "workflow_memo_updates": {"supported": True, "command": "upsert_memo", "history_event": "MemoUpserted"},

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from . import commands
+from . import commands, sticky
 from .engine import Engine
 from .store import Row
 from .util import TERMINAL_STATUSES, ApiError, iso, now, page_token, parse_page_token
@@ -52,14 +52,21 @@ def claim(engine: Engine, namespace: str, queue: str, worker_id: str, page_size:
 
 def render(engine: Engine, task: Row, run: Row) -> Dict[str, Any]:
     page_size = int(task.get("page_size") or 500)
-    events = engine.history(run["run_id"], 0, page_size + 1)
+    total = engine.store.event_count(run["run_id"])
+    offset, mode = sticky.sticky_offset(task, run, total)
+    events = engine.history(run["run_id"], offset, page_size + 1)
     more = len(events) > page_size
+    extra: Dict[str, Any] = {}
+    if mode is not None:
+        extra["sticky_replay_mode"] = mode
+        if offset:
+            extra["last_history_sequence"] = offset
     return {
         "task_id": task["task_id"], "task_kind": "workflow", "workflow_task_attempt": task["attempt"],
         "workflow_id": run["workflow_id"], "run_id": run["run_id"], "workflow_type": run["workflow_type"],
         "payload_codec": "avro", "arguments": run["input"], "history_events": events[:page_size],
-        "next_history_page_token": page_token(page_size) if more else None,
-        "total_history_events": engine.store.event_count(run["run_id"]),
+        "next_history_page_token": page_token(offset + page_size) if more else None,
+        "total_history_events": total, **extra,
         "lease_owner": task["lease_owner"], "task_queue": task["task_queue"], "namespace": task["namespace"],
         "lease_expires_at": iso(task["lease_expires_at"]), "cancel_requested": False,
         **({"workflow_update_id": task["workflow_update_id"]} if task.get("workflow_update_id") else {}),
@@ -128,6 +135,7 @@ def complete(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any])
     run = engine.get_run(task["run_id"])
     assert run is not None
     commands.apply(engine, run, task, cmds, body)
+    sticky.note_completion(run, task, body, engine.store.event_count(run["run_id"]))
     _finish(engine, task, run)
     receipt = {"task_id": task_id, "workflow_task_attempt": task["attempt"], "outcome": "completed",
                "run_status": run["status"], "run_id": run["run_id"]}
@@ -152,6 +160,7 @@ def fail(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> 
         _finish(engine, task, run)
         return {**receipt, "outcome": "released", "run_status": run["status"]}
     _store(engine, namespace, task, "fail", {**receipt, "outcome": "failed"})
+    sticky.forget(run)
     retry_later(engine, task, run, failure)
     return {**receipt, "outcome": "failed", "run_status": run["status"], "next_attempt": task["attempt"]}
 

@@ -1,8 +1,8 @@
 """Registration and heartbeat bodies (§3.1, §3.2) with honest capabilities.
 
-Only what this runtime really implements is advertised: no worker sessions, no sticky
-cache, no update validators. Workflow command capabilities come from the workflow
-package (``sync_worker.workflow.WORKFLOW_CAPABILITIES`` when it declares them);
+Only what this runtime really implements is advertised: no worker sessions, no update
+validators; ``sticky_execution`` only when the sticky cache is enabled. Workflow command
+capabilities come from the workflow package (``sync_worker.workflow.WORKFLOW_CAPABILITIES`` when it declares them);
 ``query_tasks`` is added when the server advertises it and the worker has workflows, and
 ``workflow_updates`` when a workflow declares ``@workflow.update`` handlers (the replayer
 applies them).
@@ -49,6 +49,7 @@ def worker_capabilities(
     server_capabilities: Mapping[str, Any],
     workflow_capabilities: Iterable[str] = (),
     has_updates: bool = False,
+    sticky: bool = False,
 ) -> List[str]:
     """The ``capabilities`` list of the registration, in the published SDK's order."""
     capabilities: List[str] = []
@@ -62,15 +63,18 @@ def worker_capabilities(
             capabilities.append("workflow_updates")
         # Workflows here can consume durable message streams (ctx.message_stream).
         capabilities.append("message_streams")
+        if sticky:
+            capabilities.append("sticky_execution")
     return capabilities
 
 
-def capability_manifest() -> Dict[str, Dict[str, Any]]:
-    """The required ``capability_manifest``: the affinity features this worker lacks, said plainly."""
+def capability_manifest(*, sticky: bool = False) -> Dict[str, Dict[str, Any]]:
+    """The required ``capability_manifest``: the affinity features, said plainly (§3.1)."""
     return {
         "worker_sessions": {"supported": False, "minimum_protocol_version": "1.18", "reason": "not_implemented"},
-        "sticky_execution": {"supported": False, "minimum_protocol_version": "1.18",
-                             "reason": "sticky_cache_disabled"},
+        "sticky_execution": {"supported": True, "minimum_protocol_version": "1.18",
+                             "implementation": "bounded_durable_history_cache"} if sticky else
+        {"supported": False, "minimum_protocol_version": "1.18", "reason": "sticky_cache_disabled"},
     }
 
 
@@ -144,6 +148,7 @@ def registration_body(
     max_concurrent_activity_tasks: int,
     task_slots: Mapping[str, int],
     process_metrics: Mapping[str, Any],
+    sticky: bool = False,
 ) -> Dict[str, Any]:
     body: Dict[str, Any] = {
         "worker_id": worker_id,
@@ -152,7 +157,7 @@ def registration_body(
         "sdk_version": SDK_VERSION,
         "supported_workflow_types": list(workflow_types),
         "supported_activity_types": list(activity_types),
-        "capability_manifest": capability_manifest(),
+        "capability_manifest": capability_manifest(sticky=sticky),
         "workflow_definition_fingerprints": dict(fingerprints),
         "workflow_command_contracts": dict(command_contracts),
         "capabilities": list(capabilities),

@@ -59,6 +59,7 @@ from .status import (
     WorkerStatus,
     default_request_bounds,
 )
+from .sticky import StickyWorkflowCache, check_sticky_support
 from .workflow_tasks import run_query_task, run_workflow_task
 
 __all__ = ["ShutdownIncomplete", "Worker"]
@@ -111,6 +112,9 @@ class Worker:
         metrics: Optional[MetricsRecorder] = None,
         interceptors: Sequence[WorkerInterceptor] = (),
         pool: Optional[str] = None,
+        sticky_cache_capacity: int = 0,
+        sticky_cache_max_bytes: int = 16 * 1024 * 1024,
+        sticky_cache_ttl_seconds: int = 300,
     ) -> None:
         if not isinstance(task_queue, str) or not task_queue:
             raise ValueError("task_queue must be a non-empty string")
@@ -139,6 +143,9 @@ class Worker:
         self.pool = self.backend.name
         activity_api._install_local(self.backend.name, self.backend.local)
 
+        #: The sticky workflow cache (off with capacity 0); docs/worker.md "Sticky workflow cache".
+        self._sticky = StickyWorkflowCache(sticky_cache_capacity, sticky_cache_max_bytes, sticky_cache_ttl_seconds,
+                                           clock=self.backend.monotonic, lock=self.backend.native_lock())
         self.activities = activity_map(list(activities))
         self.workflows = workflow_support.WorkflowSet(list(workflows))
         self._workflow_executor: Optional[Callable[..., Any]] = None
@@ -425,6 +432,7 @@ class Worker:
         fencing = capabilities.get("worker_deregistration_fencing")
         fenced = fencing is True or (isinstance(fencing, Mapping) and fencing.get("supported") is True)
         self._query_enabled = bool(self.workflows) and capabilities.get("query_tasks") is True
+        check_sticky_support(self._sticky, capabilities)
         contracts = self.workflows.command_contracts()
         body = registration_body(
             worker_id=self.worker_id,
@@ -436,8 +444,9 @@ class Worker:
             capabilities=worker_capabilities(
                 has_workflows=bool(self.workflows), server_capabilities=capabilities,
                 workflow_capabilities=workflow_package_capabilities(),
-                has_updates=self.workflows.has_updates(contracts),
+                has_updates=self.workflows.has_updates(contracts), sticky=self._sticky.enabled,
             ),
+            sticky=self._sticky.enabled,
             build_id=self.build_id,
             max_concurrent_workflow_tasks=self.max_concurrent_workflow_tasks,
             max_concurrent_activity_tasks=self.max_concurrent_activity_tasks,
@@ -547,7 +556,12 @@ class Worker:
             client=self.client, task=task, registry=self.workflows.registry(), worker_id=self.worker_id,
             task_queue=self.task_queue, inflight=inflight, sleep=self.backend.sleep,
             executor=self._workflow_executor, interceptors=self.interceptors, namespace=self._namespace,
+            sticky=self._sticky, build_id=self.build_id,
         ))
+
+    def sticky_cache_metrics(self) -> Dict[str, int]:
+        """The sticky cache's counters: hit, miss, eviction, forced_cold_replay, entries, history_bytes."""
+        return self._sticky.metrics()
 
     def _run_query(self, task: Dict[str, Any], slot: Optional[Slot]) -> None:
         if self._malformed("query", task, None):
@@ -635,6 +649,7 @@ class Worker:
             self._board.set_state(WorkerState.FAILED)
             raise
         logger.info("worker %s deregistered (%s)", self.worker_id, receipt.get("outcome"))
+        self._sticky.clear()
         self._board.set_state(WorkerState.FAILED if self._loop_failed else WorkerState.STOPPED)
 
     def _kill_abandoned(self, stuck_pollers: Sequence[str]) -> None:

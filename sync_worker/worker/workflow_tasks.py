@@ -20,6 +20,7 @@ from ..interceptors import QueryTaskInterceptorContext, WorkerInterceptor, Workf
 from .inflight import InflightTask
 from .interception import chain
 from .outcomes import OutcomeAbandoned, deliver, lease_deadline
+from .sticky import CachedRun, StickyWorkflowCache, run_sticky_task
 from .task_failures import note_task_failure
 
 __all__ = [
@@ -65,10 +66,15 @@ def _default_query_executor() -> Callable[..., Any]:
     return execute_query_task
 
 
-def load_history(client: Any, task: Mapping[str, Any], worker_id: str, cancel: Any) -> List[Dict[str, Any]]:
-    """The task's first page plus every further page until the token is None."""
-    events: List[Dict[str, Any]] = list(task.get("history_events") or [])
-    token = task.get("next_history_page_token")
+def load_history(client: Any, task: Mapping[str, Any], worker_id: str, cancel: Any,
+                 first_token: Optional[str] = None) -> List[Dict[str, Any]]:
+    """The task's first page plus every further page until the token is None.
+
+    With ``first_token`` the inline page is ignored and paging starts there (the sticky
+    cache's cold path fetches the complete history from ``"MA=="``).
+    """
+    events: List[Dict[str, Any]] = [] if first_token is not None else list(task.get("history_events") or [])
+    token = first_token if first_token is not None else task.get("next_history_page_token")
     seen = set()
     while token is not None:
         if token in seen:
@@ -108,8 +114,14 @@ def run_workflow_task(
     executor: Optional[Callable[..., Any]] = None,
     interceptors: Sequence[WorkerInterceptor] = (),
     namespace: Optional[str] = None,
+    sticky: Optional[StickyWorkflowCache] = None,
+    build_id: Optional[str] = None,
 ) -> str:
-    """Replay one leased workflow task and send its commands; returns the outcome name."""
+    """Replay one leased workflow task and send its commands; returns the outcome name.
+
+    With an enabled ``sticky`` cache (and the default executor) the run's suspended state
+    is resumed when continuity is proved, and kept again after a delivered outcome.
+    """
     task_id = str(task["task_id"])
     attempt = _attempt(task)
     cancel = inflight.cancel
@@ -137,10 +149,28 @@ def run_workflow_task(
             return False
         return True
 
+    kept: List[CachedRun] = []
+
     def execute(context: WorkflowTaskInterceptorContext) -> Any:
+        if sticky is not None and sticky.enabled and executor is None:
+            outcome, entry = run_sticky_task(
+                sticky, registry, dict(context.task), task_queue=task_queue,
+                load=lambda token: load_history(client, context.task, worker_id, cancel, token))
+            kept.extend([entry] if entry is not None else [])
+            return outcome
         events = load_history(client, context.task, worker_id, cancel)
         replay = executor or _default_executor()
         return replay(registry, dict(context.task), events, task_queue=task_queue)
+
+    def keep() -> Optional[Dict[str, Any]]:
+        # Cached before the outcome is sent: the run's next task may arrive right after it.
+        if sticky is None or not kept or not sticky.keep(kept[0]):
+            return None
+        return sticky.claim(kept[0], worker_id, build_id)
+
+    def drop() -> None:
+        if sticky is not None and kept:
+            sticky.discard(kept[0].run_id)
 
     try:
         outcome = chain(interceptors, "execute_workflow_task", execute, none_allowed=False)(
@@ -158,23 +188,30 @@ def run_workflow_task(
     if failure is not None:
         return "failed" if fail(dict(failure)) else "complete_error"
     if not commands:
-        fail(dict(WAITING_FOR_HISTORY_FAILURE), benign=True)
+        keep()
+        if not fail(dict(WAITING_FOR_HISTORY_FAILURE), benign=True):
+            drop()
         return "waiting_for_history"
 
     if not inflight.claim_report():
         return "abandoned"
+    claim = keep()
+    extra: Dict[str, Any] = {"sticky_cache": claim} if claim is not None else {}
     try:
         deliver(lambda: client.complete_workflow_task(
             task_id, lease_owner=worker_id, workflow_task_attempt=attempt, commands=commands, cancel=cancel,
             message_stream_cursors=list(getattr(outcome, "message_stream_cursors", None) or []),
-            message_stream_waits=list(getattr(outcome, "message_stream_waits", None) or [])),
+            message_stream_waits=list(getattr(outcome, "message_stream_waits", None) or []), **extra),
             what=f"workflow task {task_id} completion", deadline=deadline, cancel=cancel)
         return "completed"
     except WorkerShutdown:
+        drop()
         return "abandoned"
     except OutcomeAbandoned:
+        drop()
         return "complete_error"
     except Exception as error:
+        drop()
         last_error: BaseException = error
     if isinstance(last_error, ServerError) and last_error.reason() in FENCING_REASONS:
         logger.warning("workflow task %s completion refused (%s); nothing more is sent",

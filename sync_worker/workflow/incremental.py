@@ -72,6 +72,7 @@ class SuspendedRun:
     def __init__(self, replay: _Replay, cancel_requested: bool) -> None:
         self.replay = replay
         self.cancel_requested = cancel_requested
+        self.workflow_class = replay.cls
 
     @property
     def event_count(self) -> int:

@@ -17,7 +17,7 @@ import json
 import logging
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .. import payloads
 from ..errors import (
@@ -35,10 +35,14 @@ from .commands import (
 )
 from .failures import fail_update_from_exception
 from .history import event_payload, event_type
+from .incremental import SuspendedRun, resume, start
 from .registry import WorkflowRegistry
 from .replayer import ReplayResult, replay
 
-__all__ = ["QueryTaskOutcome", "WorkflowTaskOutcome", "apply_update", "execute_query_task", "execute_workflow_task"]
+__all__ = [
+    "QueryTaskOutcome", "WorkflowTaskOutcome", "apply_update", "execute_query_task", "execute_workflow_task",
+    "resume_workflow_task", "start_workflow_task",
+]
 
 log = logging.getLogger("sync_worker.workflow")
 
@@ -146,10 +150,8 @@ def apply_update(
         return fail_update_from_exception(update_id, "update handler failed", error)
 
 
-def execute_workflow_task(
-    registry: WorkflowRegistry, task: Dict[str, Any], history_events: List[Dict[str, Any]], *, task_queue: str,
-) -> WorkflowTaskOutcome:
-    """Run one workflow task over its complete history; see the module docstring."""
+def _prepare(registry: WorkflowRegistry, task: Dict[str, Any]) -> Any:
+    """``(cls, start_input, codec)`` for the task, or the ``WorkflowTaskOutcome`` failing it."""
     workflow_type = str(task.get("workflow_type") or "")
     codec = task.get("payload_codec")
     try:
@@ -163,25 +165,23 @@ def execute_workflow_task(
     if cls is None:
         log.warning("no workflow registered for type %r; failing the task", workflow_type)
         return WorkflowTaskOutcome([], {"message": f"no workflow registered for type {workflow_type!r}"})
-    workflow_id, run_id = task.get("workflow_id"), str(task.get("run_id") or "")
-    update_id = task.get("workflow_update_id")
-    if isinstance(update_id, str) and update_id:
-        try:
-            command = apply_update(cls, history_events, start_input, update_id, workflow_id=workflow_id,
-                                   run_id=run_id, payload_codec=codec)
-            return WorkflowTaskOutcome([command.to_wire(task_queue)])
-        except NonDeterministicReplayError as error:
-            return WorkflowTaskOutcome([], _failure(f"workflow replay failed before update {update_id!r}: {error}",
-                                                    error))
-        except Exception as error:
-            return WorkflowTaskOutcome([], _failure(f"unhandled workflow task execution error: {error}", error))
+    return cls, start_input, codec
+
+
+def _update_outcome(cls: type, task: Dict[str, Any], history_events: List[Dict[str, Any]], update_id: str,
+                    start_input: List[Any], codec: str, task_queue: str) -> WorkflowTaskOutcome:
     try:
-        result: ReplayResult = replay(cls, history_events, start_input, workflow_id=workflow_id, run_id=run_id,
-                                      payload_codec=codec, cancel_requested=task.get("cancel_requested") is True)
+        command = apply_update(cls, history_events, start_input, update_id, workflow_id=task.get("workflow_id"),
+                               run_id=str(task.get("run_id") or ""), payload_codec=codec)
+        return WorkflowTaskOutcome([command.to_wire(task_queue)])
+    except NonDeterministicReplayError as error:
+        return WorkflowTaskOutcome([], _failure(f"workflow replay failed before update {update_id!r}: {error}",
+                                                error))
     except Exception as error:
-        log.warning("workflow task %s replay failed: %s", task.get("task_id"), error)
-        reason = error.reason if isinstance(error, WorkflowEntryArgumentsMismatchError) else None
-        return WorkflowTaskOutcome([], _failure(f"replay failed: {error}", error, reason=reason))
+        return WorkflowTaskOutcome([], _failure(f"unhandled workflow task execution error: {error}", error))
+
+
+def _result_outcome(result: ReplayResult, task_queue: str) -> WorkflowTaskOutcome:
     problem = _capability_problem(result.commands)
     if problem is not None:
         return WorkflowTaskOutcome([], _failure(str(problem), problem))
@@ -191,6 +191,73 @@ def execute_workflow_task(
         return WorkflowTaskOutcome([], _failure(f"unhandled workflow task execution error: {error}", error))
     return WorkflowTaskOutcome(commands, message_stream_cursors=result.message_stream_cursors,
                                message_stream_waits=result.message_stream_waits)
+
+
+def _update_id(task: Dict[str, Any]) -> Optional[str]:
+    update_id = task.get("workflow_update_id")
+    return update_id if isinstance(update_id, str) and update_id else None
+
+
+def start_workflow_task(
+    registry: WorkflowRegistry, task: Dict[str, Any], history_events: List[Dict[str, Any]], *, task_queue: str,
+) -> Tuple[WorkflowTaskOutcome, Optional[SuspendedRun]]:
+    """:func:`execute_workflow_task`, plus the suspended run a sticky cache may keep (or None)."""
+    prepared = _prepare(registry, task)
+    if isinstance(prepared, WorkflowTaskOutcome):
+        return prepared, None
+    cls, start_input, codec = prepared
+    update_id = _update_id(task)
+    if update_id is not None:
+        return _update_outcome(cls, task, history_events, update_id, start_input, codec, task_queue), None
+    try:
+        result, state = start(cls, history_events, start_input, workflow_id=task.get("workflow_id"),
+                              run_id=str(task.get("run_id") or ""), payload_codec=codec,
+                              cancel_requested=task.get("cancel_requested") is True)
+    except Exception as error:
+        log.warning("workflow task %s replay failed: %s", task.get("task_id"), error)
+        reason = error.reason if isinstance(error, WorkflowEntryArgumentsMismatchError) else None
+        return WorkflowTaskOutcome([], _failure(f"replay failed: {error}", error, reason=reason)), None
+    outcome = _result_outcome(result, task_queue)
+    return outcome, (state if outcome.failure is None else None)
+
+
+def resume_workflow_task(
+    registry: WorkflowRegistry, task: Dict[str, Any], state: SuspendedRun, new_events: List[Dict[str, Any]], *,
+    task_queue: str,
+) -> Optional[Tuple[WorkflowTaskOutcome, Optional[SuspendedRun]]]:
+    """Run the task on a suspended run fed only ``new_events``; None: replay it cold instead.
+
+    Update tasks, another workflow class, a task failure or anything unprovable give None.
+    """
+    if _update_id(task) is not None or registry.get(str(task.get("workflow_type") or "")) is not state.workflow_class:
+        return None
+    resumed = resume(state, new_events, cancel_requested=task.get("cancel_requested") is True)
+    if resumed is None:
+        return None
+    outcome = _result_outcome(resumed[0], task_queue)
+    return (outcome, resumed[1]) if outcome.failure is None else None
+
+
+def execute_workflow_task(
+    registry: WorkflowRegistry, task: Dict[str, Any], history_events: List[Dict[str, Any]], *, task_queue: str,
+) -> WorkflowTaskOutcome:
+    """Run one workflow task over its complete history; see the module docstring."""
+    prepared = _prepare(registry, task)
+    if isinstance(prepared, WorkflowTaskOutcome):
+        return prepared
+    cls, start_input, codec = prepared
+    update_id = _update_id(task)
+    if update_id is not None:
+        return _update_outcome(cls, task, history_events, update_id, start_input, codec, task_queue)
+    try:
+        result: ReplayResult = replay(cls, history_events, start_input, workflow_id=task.get("workflow_id"),
+                                      run_id=str(task.get("run_id") or ""), payload_codec=codec,
+                                      cancel_requested=task.get("cancel_requested") is True)
+    except Exception as error:
+        log.warning("workflow task %s replay failed: %s", task.get("task_id"), error)
+        reason = error.reason if isinstance(error, WorkflowEntryArgumentsMismatchError) else None
+        return WorkflowTaskOutcome([], _failure(f"replay failed: {error}", error, reason=reason))
+    return _result_outcome(result, task_queue)
 
 
 def _query_history(task: Dict[str, Any]) -> List[Dict[str, Any]]:

@@ -13,7 +13,7 @@ from sync_worker.payloads import decode_envelope, envelope
 from tests.unit.devserver._raw import Raw
 
 FORBIDDEN_CAPABILITIES = ("activity_lease_renewal", "query_task_authority", "cooperative_cancellation",
-                          "sticky_execution", "update_validation_tasks", "observability_context",
+                          "update_validation_tasks", "observability_context",
                           "runtime_external_payload_transport")
 
 
@@ -56,6 +56,7 @@ def test_cluster_info_advertises_only_what_exists(raw: Raw) -> None:
     assert caps["query_tasks"] is True and caps["worker_deregistration_fencing"]["supported"] is True
     assert info["limits"]["max_payload_bytes"] > 0
     assert not any(key in caps for key in FORBIDDEN_CAPABILITIES)
+    assert caps["sticky_execution"]["supported"] is True  # devserver/sticky.py
     assert "upsert_memo" in caps["supported_workflow_task_commands"] and caps["workflow_memo_updates"]["supported"]
 
 

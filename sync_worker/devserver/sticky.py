@@ -1,0 +1,59 @@
+"""Sticky execution on the dev server (protocol §4.7), kept to a few hooks.
+
+A workflow-task completion may carry ``sticky_cache: {worker_id, run_id, ttl_seconds,
+last_history_sequence, ...}``: the worker keeps the run's replayed state. The run then
+remembers ``{worker_id, sequence, expires_at}``. When that same worker leases the run's next
+task before the TTL ends, the poll response carries only the events after ``sequence``
+(``sticky_replay_mode: "sticky_hit_expected"``, ``last_history_sequence``); the full history
+stays available through the history route (page token ``"MA=="`` is offset 0). A poll by
+any other worker gets the full history (``"forced_cold_replay"`` while another worker holds
+the run). Update tasks always get the full history. A failed task forgets the claim.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+from .store import Row
+from .util import now
+
+__all__ = ["forget", "note_completion", "sticky_offset"]
+
+_MAX_TTL = 3600
+
+
+def _int(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def note_completion(run: Row, task: Row, body: Dict[str, Any], event_count: int) -> None:
+    """Remember (or forget) the completing worker's sticky claim; the caller saves ``run``."""
+    claim = body.get("sticky_cache")
+    if (not isinstance(claim, dict) or claim.get("worker_id") != task.get("lease_owner")
+            or claim.get("run_id") not in (None, run["run_id"])):
+        run.pop("sticky", None)
+        return
+    sequence = _int(claim.get("last_history_sequence"))
+    ttl = _int(claim.get("ttl_seconds")) or 300
+    if sequence is None or not 0 < sequence <= event_count:
+        run.pop("sticky", None)
+        return
+    run["sticky"] = {"worker_id": task["lease_owner"], "sequence": sequence,
+                     "expires_at": now() + max(1, min(ttl, _MAX_TTL))}
+
+
+def forget(run: Row) -> None:
+    run.pop("sticky", None)
+
+
+def sticky_offset(task: Row, run: Row, event_count: int) -> Tuple[int, Optional[str]]:
+    """``(first event offset, sticky_replay_mode)`` for rendering the run's next task."""
+    claim = run.get("sticky")
+    if not isinstance(claim, dict):
+        return 0, None
+    live = float(claim.get("expires_at") or 0) > now()
+    sequence = _int(claim.get("sequence")) or 0
+    if (live and claim.get("worker_id") == task.get("lease_owner") and not task.get("workflow_update_id")
+            and 0 < sequence <= event_count):
+        return sequence, "sticky_hit_expected"
+    return 0, "forced_cold_replay" if live else None
