@@ -242,7 +242,7 @@ def run_sticky_task(
         logger.debug("sticky cache: run %s cannot be resumed; replaying cold", run_id)
         cache.record(hit=False, forced=True)
     elif not update:
-        cache.record(hit=False, forced=mode == "sticky_hit_expected")
+        cache.record(hit=False, forced=mode in ("sticky_hit_expected", "forced_cold_replay"))
     if not _complete(events):
         events = load(FIRST_PAGE_TOKEN)
     outcome, state = start_workflow_task(registry, task, events, task_queue=task_queue)
