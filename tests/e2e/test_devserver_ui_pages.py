@@ -10,6 +10,7 @@ import urllib.request
 from typing import Any, Dict, Optional, Tuple
 
 from sync_worker import Client, workflow
+from sync_worker.client import ScheduleAction, ScheduleSpec
 from sync_worker.devserver import DevServer
 
 from ._worker_support import RunningWorker, make_worker, unique_queue, wait_for
@@ -185,3 +186,16 @@ def test_role_tokens_the_operator_token_signs_in_the_worker_token_does_not() -> 
         cookie = headers["Set-Cookie"].split(";", 1)[0]
         assert "c-tok" not in cookie
         assert fetch(server.url + "/ui/workflows", headers={"Cookie": cookie})[0] == 200
+
+
+def test_schedules_and_worker_status_blocks_are_shown(dev_server: DevServer) -> None:
+    client = Client(dev_server.url)
+    queue = unique_queue("ui")
+    client.create_schedule(schedule_id="nightly-report", spec=ScheduleSpec(intervals=[{"every": "PT1H"}]),
+                           action=ScheduleAction(workflow_type="ui.child", task_queue=queue, input=[1]))
+    status, page, _ = fetch(dev_server.url + "/ui/schedules")
+    assert status == 200 and "nightly-report" in page and "ui.child" in page and "PT1H" in page
+    worker = make_worker(client, task_queue=queue, workflows=[Child])
+    with RunningWorker(worker):
+        status, page, _ = fetch(dev_server.url + "/ui/workers")
+        assert status == 200 and queue in page and "free slots: activity" in page

@@ -36,6 +36,7 @@ _LISTS: Dict[str, Callable[[Engine, str, Dict[str, str]], Tuple[str, Html]]] = {
     "/ui/activities": views.activities_page,
     "/ui/workers": views.workers_page,
     "/ui/task-queues": views.task_queues_page,
+    "/ui/schedules": views.schedules_page,
 }
 
 

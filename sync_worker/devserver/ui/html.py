@@ -53,7 +53,7 @@ def link(path: str, text: Any, **query: Any) -> Html:
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, empty: str = "Nothing here yet.",
           css: str = "") -> Html:
-    body = "".join("<tr>" + "".join(f"<td>{esc(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(f"<td>{show(value)}</td>" for value in row) + "</tr>" for row in rows)
     if not body:
         return Html(f'<p class="empty">{esc(empty)}</p>')
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
@@ -90,12 +90,16 @@ def payload_block(payload: Any, *, codec: Optional[str] = "avro", arguments: boo
     return Html(f'{title}<pre class="{css}">{esc(text)}</pre>')
 
 
-def kv_list(pairs: Iterable[Tuple[str, Any]]) -> Html:
-    def show(value: Any) -> Html:
-        if isinstance(value, (dict, list)):
-            return esc(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str))
-        return esc(value)
+def show(value: Any) -> Html:
+    """One value on a page: markup as it is, objects and lists as compact JSON, the rest as text."""
+    if isinstance(value, Html):
+        return value
+    if isinstance(value, (dict, list)):
+        return esc(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str))
+    return esc(value)
 
+
+def kv_list(pairs: Iterable[Tuple[str, Any]]) -> Html:
     items = "".join(f"<dt>{esc(k)}</dt><dd>{show(v)}</dd>" for k, v in pairs)
     return Html(f'<dl class="kv">{items}</dl>')
 
@@ -138,7 +142,7 @@ setTimeout(tick,1500);})();
 """
 
 NAV: List[Tuple[str, str]] = [("workflows", "Workflows"), ("activities", "Activities"), ("workers", "Workers"),
-                              ("task-queues", "Task queues")]
+                              ("task-queues", "Task queues"), ("schedules", "Schedules")]
 
 
 def layout(title: str, body: Html, *, namespace: str, namespaces: Sequence[str], section: str,

@@ -7,14 +7,14 @@ import json
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ... import payloads
-from .. import control, workers
+from .. import control, schedules, workers
 from ..engine import Engine
 from ..store import Row
 from ..util import TERMINAL_STATUSES, ApiError
 from .html import Html, esc, kv_list, link, payload_block, quote_id, table
 
-__all__ = ["activities_page", "not_found", "run_page", "status_badge", "task_queues_page", "workers_page",
-           "workflows_page"]
+__all__ = ["activities_page", "not_found", "run_page", "schedules_page", "status_badge", "task_queues_page",
+           "workers_page", "workflows_page"]
 
 PAGE_SIZE = 25
 _STATUSES = ("", "pending", "running", "waiting", "completed", "failed", "cancelled", "terminated", "timed_out",
@@ -205,14 +205,20 @@ def activities_page(engine: Engine, namespace: str, query: Dict[str, str]) -> Tu
 
 
 def _status_block(item: Dict[str, Any]) -> Html:
-    metrics = item.get("process_metrics")
-    slots = item.get("task_slots")
-    parts = []
-    if slots:
-        parts.append(payload_block_plain(slots))
-    if metrics:
-        parts.append(payload_block_plain(metrics))
-    return Html("".join(parts))
+    """What the worker's last heartbeat said: free slots, CPU and the memory figure (the memory
+    admission gate's working set where the worker runs one), then the raw block."""
+    metrics = item.get("process_metrics") or {}
+    slots = item.get("task_slots") or {}
+    facts = []
+    if "activity_available" in slots or "workflow_available" in slots:
+        facts.append(f"free slots: activity {slots.get('activity_available', '?')}, "
+                     f"workflow {slots.get('workflow_available', '?')}")
+    if isinstance(metrics.get("cpu_percent"), (int, float)):
+        facts.append(f"CPU {metrics['cpu_percent']}%")
+    if isinstance(metrics.get("memory_bytes"), int):
+        facts.append(f"memory {metrics['memory_bytes'] / (1024 * 1024):.1f} MiB")
+    raw = payload_block_plain({"task_slots": slots, "process_metrics": metrics}) if slots or metrics else ""
+    return Html(f'<div class="status-block">{esc("; ".join(facts))}</div>{raw}')
 
 
 def payload_block_plain(value: Any) -> Html:
@@ -252,6 +258,20 @@ def task_queues_page(engine: Engine, namespace: str, query: Dict[str, str]) -> T
     return "Task queues", table(["Task queue", "Active workers", "Open runs", "Workflow tasks waiting",
                                  "Activities waiting", "Activities running"], rows, empty="No task queues in use.",
                                 css="queues")
+
+
+def schedules_page(engine: Engine, namespace: str, query: Dict[str, str]) -> Tuple[str, Html]:
+    with engine.tx():
+        listing = schedules.list_schedules(engine, namespace, {"page_size": "1000"})
+    rows = []
+    for item in listing["schedules"]:
+        latest = item.get("latest_workflow_instance_id")
+        rows.append([item["schedule_id"], status_badge(item["status"]), item.get("workflow_type") or "",
+                     item.get("spec") or {}, item.get("overlap_policy") or "", item.get("fires_count"),
+                     item.get("next_fire_at") or "—", item.get("last_fired_at") or "—",
+                     _run_link(namespace, latest) if latest else ""])
+    return "Schedules", table(["Schedule id", "Status", "Workflow type", "Spec", "Overlap", "Fired", "Next fire",
+                               "Last fire", "Latest run"], rows, empty="No schedules.", css="schedules")
 
 
 def not_found(error: ApiError) -> Html:
