@@ -36,6 +36,7 @@ task_logger = logging.getLogger("sync_worker.worker.activities")
 
 MAX_REPR_CHARS = 256
 MAX_TRACEBACK_CHARS = 4096
+MAX_LINE_CHARS = 300
 
 _repr = reprlib.Repr()
 _repr.maxstring = 120
@@ -67,6 +68,9 @@ def format_raised(task_type: str, task_id: str, error: BaseException, *, with_tr
     if not with_traceback or error.__traceback__ is None:
         return line
     text = "".join(traceback.format_exception(type(error), error, error.__traceback__)).rstrip()
+    # Long lines (a huge message, a giant repr) are cut one by one, so the frames survive.
+    text = "\n".join(part if len(part) <= MAX_LINE_CHARS else part[:MAX_LINE_CHARS] + "..."
+                     for part in text.split("\n"))
     if len(text) > MAX_TRACEBACK_CHARS:
         text = "[... traceback truncated ...]\n" + text[-MAX_TRACEBACK_CHARS:]
     return f"{line}\n{text}"

@@ -1,0 +1,126 @@
+"""Small pure pieces of issue 9: per-task log lines, outcome delivery windows, start-up causes,
+result paths."""
+
+from __future__ import annotations
+
+import logging
+from decimal import Decimal
+from typing import List
+
+import pytest
+
+from sync_worker import errors
+from sync_worker.client import Client
+from sync_worker.payloads import encode
+from sync_worker.worker.outcomes import OutcomeAbandoned, deliver, lease_deadline
+from sync_worker.worker.results import not_encodable
+from sync_worker.worker.startup import StartupFailed, describe_cause, retry_startup
+from sync_worker.worker.tasklog import MAX_REPR_CHARS, MAX_TRACEBACK_CHARS, format_raised, format_succeeded
+
+
+def test_task_lines_are_bounded() -> None:
+    line = format_succeeded("t", "a1", 0.01234, {"blob": "x" * 100_000, "items": list(range(1000))})
+    assert line.startswith("Task t[a1] succeeded in 0.012s: {")
+    assert len(line) < 40 + MAX_REPR_CHARS
+
+    def deep(n: int) -> None:
+        if n == 0:
+            raise ValueError("y" * 50_000)
+        deep(n - 1)
+
+    with pytest.raises(ValueError) as caught:
+        deep(200)
+    text = format_raised("t", "a1", caught.value)
+    first, rest = text.split("\n", 1)
+    assert first.startswith("Task t[a1] raised: ValueError('yyy") and len(first) < 40 + MAX_REPR_CHARS
+    assert len(rest) < MAX_TRACEBACK_CHARS + 100
+    assert "in deep" in rest and "ValueError: yyy" in rest  # the innermost frames and the error are kept
+
+
+def test_long_tracebacks_keep_their_innermost_frames() -> None:
+    error: BaseException = KeyError("start")
+    for level in range(300):  # a long chain of causes: far more than 4 KiB of traceback text
+        try:
+            raise ValueError(f"level {level}") from error
+        except ValueError as raised:
+            error = raised
+    rest = format_raised("t", "a", error).split("\n", 1)[1]
+    assert len(rest) <= MAX_TRACEBACK_CHARS + 40
+    assert rest.startswith("[... traceback truncated ...]") and rest.rstrip().endswith("ValueError: level 299")
+
+
+def test_deliver_retries_transient_errors_until_the_lease_window_closes(caplog: pytest.LogCaptureFixture) -> None:
+    clock = [1000.0]
+    calls: List[int] = []
+
+    def send() -> str:
+        calls.append(1)
+        raise errors.TransportError("down")
+
+    def sleep(seconds: float) -> None:
+        clock[0] += seconds
+
+    caplog.set_level(logging.WARNING, logger="sync_worker.worker")
+    with pytest.raises(OutcomeAbandoned):
+        deliver(send, what="activity x completion", deadline=1010.0, now=lambda: clock[0], sleep=sleep)
+    assert len(calls) >= 8  # repeated, at most ~1 s apart, for the whole 10 s window
+    assert any("abandoned after" in r.getMessage() for r in caplog.records)
+
+
+def test_deliver_does_not_repeat_a_refusal() -> None:
+    calls: List[int] = []
+
+    def send() -> None:
+        calls.append(1)
+        raise errors.Conflict(409, {"reason": "task_not_leased"})
+
+    with pytest.raises(errors.Conflict):
+        deliver(send, what="x", deadline=1e12, sleep=lambda s: None)
+    assert calls == [1]
+
+
+def test_lease_deadline_from_the_task() -> None:
+    assert lease_deadline({"lease_expires_at": "2030-01-01T00:00:00.000000Z"}, now=lambda: 0.0) == pytest.approx(
+        1893456000.0 + 2.0)
+    assert lease_deadline({}, now=lambda: 100.0, default_window=60.0) == 160.0
+
+
+def test_unencodable_result_names_the_path_from_the_root() -> None:
+    value = {"order": {"lines": [{"price": Decimal("1.5")}]}}
+    with pytest.raises(errors.PayloadEncodeError) as caught:
+        encode(value)
+    error = not_encodable(caught.value, value)
+    assert error.path == 'result["order"]["lines"][0]["price"]' and error.value_type == "Decimal"
+    assert "convert it with str() or float()" in str(error)
+
+
+def test_startup_causes_are_named() -> None:
+    dns = Client("http://no-such-host.invalid", transport_retries=1, connect_timeout=2.0)
+    with pytest.raises(errors.TransportError) as caught:
+        dns.health()
+    assert describe_cause(caught.value).startswith(("DNS lookup failed", "could not connect"))
+    assert "check the token" in describe_cause(errors.Unauthorized(401, {}))
+    assert "worker plane" in describe_cause(errors.Forbidden(403, {}))
+    unavailable = errors.ServerError(503, {"reason": "backend_unavailable"})
+    assert describe_cause(unavailable) == "HTTP 503 (backend_unavailable)"
+
+
+def test_startup_gives_up_at_the_deadline_and_refusals_are_final() -> None:
+    clock = [0.0]
+
+    def wait(seconds: float) -> bool:
+        clock[0] += seconds
+        return False
+
+    def unreachable() -> None:
+        raise errors.TransportError("x", connect=True)
+
+    with pytest.raises(StartupFailed) as caught:
+        retry_startup(unreachable, url="http://h:1", max_wait=20.0, clock=lambda: clock[0], wait=wait)
+    assert 20.0 <= clock[0] < 21.0 and "http://h:1/api/cluster/info" in str(caught.value)
+
+    def refused() -> None:
+        raise errors.InvalidArgument(422, {"reason": "validation_failed"})
+
+    with pytest.raises(errors.InvalidArgument):
+        retry_startup(refused, url="u", max_wait=60.0, clock=lambda: clock[0], wait=wait)
