@@ -4,7 +4,10 @@
   not memory, so worker threads and ``durable_worker`` subprocesses share it);
 * ``SW_DJANGO_DB=postgres``: the server of ``SYNC_WORKER_TEST_PG_DSN``.
 
-``SW_DJANGO_LEG`` names the run (``main``, ``dj6``, ``gevent``...) so legs never share a database.
+``SW_DJANGO_LEG`` names the run (``main``, ``dj6``, ``gevent``...) so legs never share a database;
+``SW_DJANGO_RUN`` (set here to the first process's pid when absent, and inherited by the
+``durable_worker`` subprocesses a test starts) keeps two concurrent runs of the same leg on one
+PostgreSQL server apart too, so one run's teardown never drops the other's test database.
 """
 
 import os
@@ -12,6 +15,7 @@ import tempfile
 from urllib.parse import urlsplit
 
 LEG = os.environ.get("SW_DJANGO_LEG", "main")
+RUN = os.environ.setdefault("SW_DJANGO_RUN", str(os.getpid()))
 DB = os.environ.get("SW_DJANGO_DB", "sqlite")
 DATA_DIR = os.environ.get("SW_DJANGO_DATA_DIR", tempfile.gettempdir())
 
@@ -40,7 +44,7 @@ if DB == "postgres":
             "HOST": dsn.hostname or "127.0.0.1",
             "PORT": str(dsn.port or 5432),
             "CONN_MAX_AGE": int(os.environ.get("SW_DJANGO_CONN_MAX_AGE", "0")),
-            "TEST": {"NAME": f"test_sw_django_{LEG}"},
+            "TEST": {"NAME": f"test_sw_django_{LEG}_{RUN}"},
         }
     }
 else:
