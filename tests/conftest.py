@@ -24,6 +24,8 @@ SDK_MODULES = [
     "interop/test_payload_sdk_roundtrip.py",
     "interop/test_sdk_control_plane.py",
     "interop/test_sdk_end_to_end.py",
+    "interop/test_sdk_namespace_isolation.py",
+    "interop/test_sync_client_swap.py",
 ]
 SDK_INSTALLED = importlib.util.find_spec("durable_workflow") is not None
 SDK_MISSING = ("the published SDK durable-workflow 2.12 is not installed (it needs Python 3.10+; "
