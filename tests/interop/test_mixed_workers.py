@@ -171,3 +171,36 @@ def test_one_task_queue_served_by_both_workers(split: str, dev_server: DevServer
         assert our_workflow_tasks >= 6 and our_activity_tasks == 0
     else:
         assert our_workflow_tasks == 0 and our_activity_tasks == 4 + 1  # the child runs one activity too
+
+
+def test_our_sticky_worker_and_the_sdk_worker_share_a_queue(dev_server: DevServer, client: Client,
+                                                              ours: types.ModuleType) -> None:
+    """Both serve workflows and activities on one queue, ours with the sticky cache: runs hop
+    between them, so our cached states meet histories the other worker extended, and tasks the
+    dev server routes as sticky hits to us alternate with full histories for the SDK worker.
+
+    (The order workflow is left out: its condition-wait predicate fingerprints differ between the
+    SDK-authored module and the import-swapped one, so the two workers cannot share its runs with
+    or without the cache.)"""
+    queue = f"mixed-sticky-{uuid.uuid4().hex[:8]}"
+    worker = Worker(client, task_queue=queue, workflows=list(ours.WORKFLOWS), activities=list(ours.ACTIVITIES),
+                    poll_timeout=2.0, shutdown_timeout=10.0, sticky_cache_capacity=32)
+
+    async def start_and_wait(sdk: SdkClient, kind: str, args: List[Any]) -> Any:
+        handle = await sdk.start_workflow(workflow_type=kind, task_queue=queue,
+                                          workflow_id=f"mixed-sticky-{uuid.uuid4().hex[:8]}", input=args)
+        return await sdk.get_result(sdk.get_workflow_handle(handle.workflow_id), timeout=60)
+
+    async def body(sdk: SdkClient, sdk_worker: SdkWorker) -> Any:
+        runs = [start_and_wait(sdk, "interop.swap.countdown", [4, []]) for _ in range(4)]
+        runs += [start_and_wait(sdk, "interop.swap.child", [value]) for value in range(6)]
+        return await asyncio.gather(*runs)
+
+    with RunningWorker(worker) as running:
+        results = run(with_worker(dev_server.url, queue, body, workflows=sdk_module.WORKFLOWS,
+                                  activities=sdk_module.ACTIVITIES))
+        metrics = worker.sticky_cache_metrics()
+        assert running.stop() is None
+    assert results[:4] == [{"collected": [8, 6, 4, 2], "big": 9007199254740993}] * 4
+    assert results[4:] == [{"child_of": value, "doubled": value * 2} for value in range(6)]
+    assert metrics["hit"] + metrics["miss"] >= 1, metrics
