@@ -202,3 +202,18 @@ def test_signals_queries_and_updates_on_cached_runs(client: Client) -> None:
     assert result == {"total": 78, "notes": sent}
     assert metrics["hit"] >= 6, metrics
     assert _cold_result(client, handle.workflow_id, Notes, [12]) == result
+
+
+def test_the_example_runs_with_and_without_the_cache() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "sticky_long_run.py"
+    spec = importlib.util.spec_from_file_location("sticky_long_run_example", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cached = module.main(["--steps", "30"])
+    assert cached["result"] == 465 and cached["sticky_cache"]["hit"] == 30
+    cold = module.main(["--steps", "10", "--no-cache"])
+    assert cold["result"] == 55 and cold["sticky_cache"]["hit"] == 0
