@@ -161,6 +161,11 @@ class AdmissionGate:
         with self._lock:
             return self._deferring
 
+    def idle(self) -> bool:
+        """Nothing reserved, running or waiting for admission."""
+        with self._lock:
+            return not self._records and not self._waiting
+
     def _running_locked(self) -> int:
         return sum(1 for r in self._records.values() if r.started)
 
@@ -467,6 +472,9 @@ def _process_cpu_seconds() -> float:
     return times.user + times.system
 
 
+_QUIET_TICK_SECONDS = 30.0
+
+
 class ControlLoop:
     """A running control loop; :meth:`stop` ends it (from any task)."""
 
@@ -476,8 +484,13 @@ class ControlLoop:
         self.handle = backend.spawn(f"sync-worker-{gate.name}-concurrency", self._run)
 
     def _run(self) -> None:
-        interval = self._gate.config.tick_ms / 1000.0
-        while not self._stop.wait(interval):
+        config = self._gate.config
+        interval = config.tick_ms / 1000.0
+        # A fixed limit is never gated or adjusted: its ticks only refresh figures (status() reads
+        # memory fresh anyway), so an idle fixed-limit worker ticks rarely; every wakeup costs an
+        # idle process CPU (bench/idle_cpu.py).
+        quiet = max(interval, _QUIET_TICK_SECONDS) if not (config.adaptive or config.gated) else interval
+        while not self._stop.wait(quiet if self._gate.idle() else interval):
             try:
                 self._gate.tick()
             except Exception:  # a control hiccup must never take the worker down

@@ -581,3 +581,51 @@ def test_readings_per_task_are_few_a_recent_one_is_reused() -> None:
     machine.now += 1.0
     third.start("t")  # not solo: no baseline needed
     assert len(reads) == 3
+
+
+class _RecordingEvent:
+    """A stop event that records each wait's timeout and stops the loop after a few waits."""
+
+    def __init__(self, stop_after: int) -> None:
+        self.timeouts: List[float] = []
+        self.stop_after = stop_after
+
+    def wait(self, timeout: float) -> bool:
+        self.timeouts.append(timeout)
+        return len(self.timeouts) >= self.stop_after
+
+    def set(self) -> None:
+        pass
+
+
+class _InlineBackend:
+    """spawn runs the target at once (the loop ends by itself after its waits)."""
+
+    def __init__(self, event: _RecordingEvent) -> None:
+        self._event = event
+
+    def event(self) -> _RecordingEvent:
+        return self._event
+
+    def spawn(self, name: str, target: Any) -> Any:
+        target()
+        return type("Done", (), {"join": lambda self, timeout=None: True})()
+
+
+@pytest.mark.parametrize("option,idle_wait", [(4, 30.0), ("adaptive", 2.0)])
+def test_control_loop_idles_quietly_only_for_a_fixed_limit(option: Any, idle_wait: float) -> None:
+    """An idle fixed-limit worker ticks every 30 s (nothing to adjust); adaptive keeps tickMs."""
+    from sync_worker.worker.admission import start_control_loop
+
+    machine = Machine()
+    gate = machine.gate(option)
+    event = _RecordingEvent(stop_after=2)
+    start_control_loop(gate, _InlineBackend(event))
+    assert event.timeouts == [idle_wait, idle_wait]
+    busy = _RecordingEvent(stop_after=1)
+    reservation = gate.try_reserve()
+    assert reservation is not None
+    reservation.start("t")
+    start_control_loop(gate, _InlineBackend(busy))
+    assert busy.timeouts == [2.0]  # work in flight: the configured tick
+    reservation.finish()
