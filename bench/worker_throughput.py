@@ -8,7 +8,8 @@ thread, keep-alive), in its own process pinned to one core; each worker is one c
 pinned to the other core (``os.sched_setaffinity``), so "one worker process on one core" is
 literal. A worker child measures its own user+system CPU from its first activity to its last;
 the server records completion times and its own CPU. ``threads-requests`` is the thread worker
-with ``Client(worker_plane_transport="requests")``: what the direct urllib3 path saves. Printed
+with ``Client(worker_plane_transport="requests")``: what the direct urllib3 path saves; ``-p4`` kinds
+run four activity pollers (``max_concurrent_activity_task_polls=4``). Printed
 per kind and round: tasks/s (first
 to last completion), worker CPU per task, the server's CPU share of that time (it must stay far
 from a full core, or it would be the bottleneck), then medians, min/max and ratios to the SDK.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import sys
 
-if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "_worker" and sys.argv[2] == "gevent":
+if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "_worker" and sys.argv[2].startswith("gevent"):
     from gevent import monkey  # patch first, as `sync-worker run -P gevent` does
 
     monkey.patch_all()
@@ -33,7 +34,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
@@ -43,7 +44,7 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 NOOP_TYPE = "bench.noop"
-KINDS = ("sdk", "threads", "gevent", "threads-requests")
+KINDS = ("sdk", "threads", "gevent", "threads-p4", "gevent-p4", "threads-requests")
 WORKER_CORE, SERVER_CORE = 1, 0
 
 
@@ -55,6 +56,18 @@ def _cpu() -> float:
 def _pin(core: int) -> None:
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > core:
         os.sched_setaffinity(0, {core})
+
+
+def parse_kind(kind: str) -> Tuple[str, str, int]:
+    """``threads``, ``gevent-p4`` (4 activity pollers), ``threads-requests`` -> (pool, transport, pollers)."""
+    pool, *rest = kind.split("-")
+    via, polls = "urllib3", 1
+    for part in rest:
+        if part[:1] == "p" and part[1:].isdigit():
+            polls = int(part[1:])
+        else:
+            via = part  # "requests": the worker plane through requests
+    return pool, via, polls
 
 
 def worker_child(kind: str, url: str, tasks: int, slots: int) -> None:
@@ -105,10 +118,11 @@ def worker_child(kind: str, url: str, tasks: int, slots: int) -> None:
         def noop() -> None:
             on_task()
 
-        pool, _, via = kind.partition("-")  # "threads-requests": the worker plane through requests
-        client = Client(url, worker_plane_transport=via or "urllib3")
+        pool, via, polls = parse_kind(kind)
+        client = Client(url, worker_plane_transport=via)
         worker = Worker(client, task_queue="bench", activities=[noop], pool=pool,
-                        max_concurrent_activity_tasks=slots, poll_timeout=5.0)
+                        max_concurrent_activity_tasks=slots, max_concurrent_activity_task_polls=polls,
+                        poll_timeout=5.0)
         runner = threading.Thread(target=worker.run, daemon=True)
         runner.start()
         finished.wait(600)
@@ -161,7 +175,7 @@ def main() -> None:
             for kind in order:
                 one = _one(kind, shapes_path, args.tasks, args.slots)
                 results[kind].append(one)
-                print(f"round {round_no + 1} {kind:8s} {one['tasks_per_s']:8.0f} tasks/s  "
+                print(f"round {round_no + 1} {kind:16s} {one['tasks_per_s']:8.0f} tasks/s  "
                       f"{one['cpu_ms_per_task']:.3f} ms CPU/task  server {100 * one['server_share']:.0f}% of a core",
                       flush=True)
     finally:
@@ -175,7 +189,7 @@ def main() -> None:
     sdk_cpu = statistics.median(spread("sdk", "cpu_ms_per_task")) if "sdk" in results else None
     for kind in kinds:
         rate, cpu, share = (spread(kind, key) for key in ("tasks_per_s", "cpu_ms_per_task", "server_share"))
-        line = (f"  {kind:8s} {statistics.median(rate):7.0f} tasks/s ({min(rate):.0f}..{max(rate):.0f})  "
+        line = (f"  {kind:16s} {statistics.median(rate):7.0f} tasks/s ({min(rate):.0f}..{max(rate):.0f})  "
                 f"{statistics.median(cpu):.3f} ms CPU/task ({min(cpu):.3f}..{max(cpu):.3f})  "
                 f"server {100 * statistics.median(share):.0f}% of a core")
         if sdk_rate and sdk_cpu and kind != "sdk":

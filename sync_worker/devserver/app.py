@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from .admission import admit
 from .discovery import WORKER_PROTOCOL_VERSION
+from .encoding import encode_body
 from .engine import Config, Engine
 from .payload_checks import plain_json_arguments
 from .queries import QueryBroker
@@ -134,7 +135,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._dispatch("PATCH")
 
     def _send(self, status: int, body: Any, headers: Optional[Dict[str, str]] = None) -> None:
-        data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        data = encode_body(body)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))

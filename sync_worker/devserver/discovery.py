@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Dict
 
 from .commands import SUPPORTED_COMMANDS
+from .encoding import PreEncoded
 from .engine import Engine
 from .schedule_input import OVERLAP_POLICIES
 from .util import iso, now
@@ -16,7 +18,19 @@ SERVER_VERSION = "sync-worker-devserver/1"
 DEREGISTRATION_SCHEMA = "durable-workflow.v2.worker-deregistration.v1"
 
 
+# One encoded capabilities block per engine: it depends on the configuration only.
+_CAPABILITIES: weakref.WeakKeyDictionary[Engine, PreEncoded] = weakref.WeakKeyDictionary()
+
+
 def server_capabilities(engine: Engine) -> Dict[str, Any]:
+    """The worker-plane capabilities block (built and encoded once per engine; read-only)."""
+    found = _CAPABILITIES.get(engine)
+    if found is None:
+        found = _CAPABILITIES[engine] = PreEncoded(_build_capabilities(engine))
+    return found
+
+
+def _build_capabilities(engine: Engine) -> Dict[str, Any]:
     return {
         "query_tasks": True,
         # Poll responses carry only the new events for the worker that keeps the run (devserver/sticky.py).

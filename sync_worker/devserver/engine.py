@@ -51,6 +51,7 @@ class Engine:
         self.lock = threading.RLock()
         self.stopping = False
         self._conditions: Dict[Tuple[str, str, str], threading.Condition] = {}
+        self._last_order: Optional[int] = None  # the newest run's created_order, read once from the store
         self.namespaces = tuple(n.lower() for n in config.namespaces) or ("default",)
         namespaces.bootstrap(self)  # the table is the truth: created namespaces survive a restart
 
@@ -113,8 +114,16 @@ class Engine:
                                  order="created_order")
 
     def _next_order(self) -> int:
-        cur = self.store._conn.execute("SELECT COALESCE(MAX(created_order), 0) FROM runs")
-        return int(cur.fetchone()[0]) + 1
+        """The next run's ``created_order``: a counter (caller holds the lock), not a scan per run.
+
+        A rolled-back creation leaves a gap, which is harmless: the order only sorts runs.
+        """
+        with self.lock:
+            if self._last_order is None:
+                cur = self.store._conn.execute("SELECT COALESCE(MAX(created_order), 0) FROM runs")
+                self._last_order = int(cur.fetchone()[0])
+            self._last_order += 1
+            return self._last_order
 
     def create_run(self, *, namespace: str, workflow_id: str, workflow_type: str, task_queue: str,
                    arguments: Any, kind: str = "workflow", start_accepted: bool = True,

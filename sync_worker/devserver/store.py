@@ -34,6 +34,8 @@ _INDEXES = (
     "CREATE INDEX IF NOT EXISTS tasks_due ON wf_tasks(state, due_at)",
     "CREATE INDEX IF NOT EXISTS acts_q ON activities(namespace, task_queue, state, due_at)",
     "CREATE INDEX IF NOT EXISTS acts_due ON activities(state, due_at)",
+    # The activity claim's "oldest ready on this queue": an indexed lookup, not a sort of every ready row.
+    "CREATE INDEX IF NOT EXISTS acts_claim ON activities(namespace, task_queue, state, execution_id)",
     "CREATE INDEX IF NOT EXISTS acts_task ON activities(task_id)",
     "CREATE INDEX IF NOT EXISTS acts_run ON activities(run_id)",
     "CREATE INDEX IF NOT EXISTS timers_due ON timers(state, fire_at)",

@@ -94,13 +94,23 @@ def heartbeat(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict[str,
             "stale_after_seconds": engine.config.stale_after_seconds}
 
 
+# A poll refreshes ``last_seen_at`` at most this often (a quarter of the staleness window when that
+# is shorter): liveness needs seconds of precision, and rewriting the row on every poll was a
+# write per request.
+TOUCH_EVERY_SECONDS = 2.0
+
+
 def touch(engine: Engine, namespace: str, worker_id: Any) -> None:
     """Polls count as liveness for an already registered worker."""
     if not isinstance(worker_id, str):
         return
     worker = engine.store.get("workers", _key(namespace, worker_id))
-    if worker is not None and worker["status"] == "active":
-        worker["last_seen_at"] = now()
+    if worker is None or worker["status"] != "active":
+        return
+    ts = now()
+    every = min(TOUCH_EVERY_SECONDS, engine.config.stale_after_seconds / 4.0)
+    if ts - float(worker.get("last_seen_at") or 0) >= every:
+        worker["last_seen_at"] = ts
         engine.store.put("workers", worker)
 
 

@@ -16,6 +16,8 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Optional, Protocol
 
+from .thread_reuse import ReusableThreads
+
 __all__ = [
     "ConcurrencyBackend",
     "EventLike",
@@ -123,6 +125,14 @@ class ConcurrencyBackend(Protocol):
         """Start ``target`` concurrently under ``name`` and return its handle."""
         ...
 
+    def spawn_task(self, name: str, target: Callable[[], None]) -> TaskHandle:
+        """Run one task body (an activity or workflow task in its slot) concurrently.
+
+        Like :meth:`spawn`, but the backend may run it on a reused unit of execution: the
+        thread backend hands it to a parked slot thread instead of starting a new OS thread.
+        """
+        ...
+
     def sleep(self, seconds: float) -> None: ...
 
     def event(self) -> EventLike: ...
@@ -183,10 +193,16 @@ class ThreadBackend:
 
     name = "threads"
 
+    def __init__(self) -> None:
+        self.slot_threads = ReusableThreads()
+
     def spawn(self, name: str, target: Callable[[], None]) -> ThreadTaskHandle:
         thread = threading.Thread(target=target, name=name, daemon=True)
         thread.start()
         return ThreadTaskHandle(thread)
+
+    def spawn_task(self, name: str, target: Callable[[], None]) -> TaskHandle:
+        return self.slot_threads.submit(name, target)
 
     def sleep(self, seconds: float) -> None:
         time.sleep(max(0.0, seconds))

@@ -205,6 +205,10 @@ class GeventBackend:
         greenlet.name = name
         return GreenletHandle(greenlet, name)
 
+    def spawn_task(self, name: str, target: Callable[[], None]) -> GreenletHandle:
+        """A new greenlet per task: greenlets are cheap, so there is nothing to reuse."""
+        return self.spawn(name, target)
+
     def sleep(self, seconds: float) -> None:
         self._gevent.sleep(max(0.0, seconds))
 

@@ -101,17 +101,17 @@ class Poller:
         handed_off = False
         started = self._backend.monotonic()
         try:
-            self.tracker.request_started()
+            token = self.tracker.request_started()
             try:
                 task = self._poll(_POLL_ID_PREFIX.get(self.kind, "poll-") + uuid.uuid4().hex, self._cancel)
             except WorkerShutdown:
-                self.tracker.request_abandoned()
+                self.tracker.request_abandoned(token)
                 return
             except Exception as error:
                 if self._cancel.cancelled:
-                    self.tracker.request_abandoned()
+                    self.tracker.request_abandoned(token)
                     return
-                self.tracker.request_failed(error)
+                self.tracker.request_failed(error, token)
                 capacity_delay = self._capacity_delay(error)
                 if capacity_delay is not None:
                     delay = float(capacity_delay)
@@ -130,7 +130,7 @@ class Poller:
                 else:
                     self._cancel.wait(delay)
                 return
-            self.tracker.request_succeeded()
+            self.tracker.request_succeeded(token)
             if self._contact is not None and self.backoff.consecutive_failures:
                 self._contact.succeeded()
             self.backoff.reset()

@@ -147,7 +147,9 @@ class RoleTracker:
         self._lock = (lock_factory or threading.Lock)()
         self._running = False
         self._exited = False
-        self._in_flight_since: Optional[float] = None
+        # Start time of each request in flight, by token: a role may have several pollers.
+        self._in_flight: Dict[int, float] = {}
+        self._next_token = 0
         self._last_success: Optional[float] = None
         self._last_failure: Optional[float] = None
         self._failures = 0
@@ -161,29 +163,38 @@ class RoleTracker:
         with self._lock:
             self._running = False
             self._exited = True
-            self._in_flight_since = None
+            self._in_flight.clear()
 
-    def request_started(self) -> None:
+    def request_started(self) -> int:
+        """A request starts; pass the returned token to its outcome (several pollers share a role)."""
         with self._lock:
-            self._in_flight_since = self._clock()
+            self._next_token += 1
+            self._in_flight[self._next_token] = self._clock()
+            return self._next_token
 
-    def request_succeeded(self) -> None:
+    def _request_ended(self, token: Optional[int]) -> None:
+        if token is None:
+            self._in_flight.clear()
+        else:
+            self._in_flight.pop(token, None)
+
+    def request_succeeded(self, token: Optional[int] = None) -> None:
         with self._lock:
-            self._in_flight_since = None
+            self._request_ended(token)
             self._last_success = self._clock()
             self._failures = 0
 
-    def request_failed(self, error: BaseException) -> None:
+    def request_failed(self, error: BaseException, token: Optional[int] = None) -> None:
         with self._lock:
-            self._in_flight_since = None
+            self._request_ended(token)
             self._last_failure = self._clock()
             self._failures += 1
             self._failure_type = type(error).__name__
 
-    def request_abandoned(self) -> None:
+    def request_abandoned(self, token: Optional[int] = None) -> None:
         """The request ended without an answer because the worker is stopping."""
         with self._lock:
-            self._in_flight_since = None
+            self._request_ended(token)
 
     @property
     def has_exited(self) -> bool:
@@ -196,7 +207,8 @@ class RoleTracker:
         overdue_bound = self.overdue_seconds if overdue_seconds is None else overdue_seconds
         stall_bound = self.stall_seconds if stall_seconds is None else stall_seconds
         with self._lock:
-            in_flight = None if self._in_flight_since is None else max(0.0, now - self._in_flight_since)
+            oldest = min(self._in_flight.values()) if self._in_flight else None
+            in_flight = None if oldest is None else max(0.0, now - oldest)
             return WorkerRoleStatus(
                 role=self.role,
                 running=self._running,

@@ -73,6 +73,13 @@ _SUPERVISOR_TICK_SECONDS = 5.0
 _ERROR_OUTCOMES = frozenset({"failed", "failed_non_retryable", "crashed", "complete_error"})
 
 
+def _poller_count(kind: str, value: object) -> int:
+    """A validated ``max_concurrent_<kind>_task_polls`` (an int of at least 1)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_concurrent_{kind}_task_polls must be an int of at least 1, got {value!r}")
+    return value
+
+
 class ShutdownIncomplete(RuntimeError):
     """Accepted work was still running at the shutdown deadline; the registration is kept."""
 
@@ -92,6 +99,10 @@ class Worker:
     adaptive knobs (``{"min": 1, "max": 16, "ramAdmitPct": 70, ...}``, camelCase or snake_case):
     the memory admission gate and the latency-gradient controller then size the activity slots
     (see docs/concurrency.md).
+
+    ``max_concurrent_workflow_task_polls`` / ``max_concurrent_activity_task_polls`` (default 1)
+    run that many pollers for the role, each long-polling only while it holds a free slot
+    reserved for the task it may receive (see docs/worker.md).
     """
 
     def __init__(
@@ -106,6 +117,8 @@ class Worker:
         poll_timeout: float = 35.0,
         max_concurrent_workflow_tasks: int = 10,
         max_concurrent_activity_tasks: ConcurrencyOption = 10,
+        max_concurrent_workflow_task_polls: int = 1,
+        max_concurrent_activity_task_polls: int = 1,
         shutdown_timeout: float = 30.0,
         heartbeat_interval: float = 60.0,
         max_startup_wait: float = 0.0,
@@ -130,6 +143,9 @@ class Worker:
         #: Seconds start-up retries discovery and registration (0: one attempt); ``--max-startup-wait``.
         self.max_startup_wait = max(0.0, float(max_startup_wait))
         self.max_concurrent_workflow_tasks = int(max_concurrent_workflow_tasks)
+        #: Pollers per role; each holds a reserved slot for its poll, so leases never exceed free slots.
+        self.max_concurrent_workflow_task_polls = _poller_count("workflow", max_concurrent_workflow_task_polls)
+        self.max_concurrent_activity_task_polls = _poller_count("activity", max_concurrent_activity_task_polls)
         self.activity_concurrency = resolve_concurrency(max_concurrent_activity_tasks)
         self.max_concurrent_activity_tasks = self.activity_concurrency.capacity
         # Every poller, slot and the heartbeat may hold a connection at once: size the pool for
@@ -466,14 +482,19 @@ class Worker:
         client = self.client
 
         def add(kind: str, poll: Callable[[str, CancelToken], Optional[Dict[str, Any]]],
-                dispatch: Callable[[Dict[str, Any], Optional[Slot]], None], pool: Optional[SlotPool]) -> None:
+                dispatch: Callable[[Dict[str, Any], Optional[Slot]], None], pool: Optional[SlotPool],
+                count: int = 1) -> None:
             tracker = self._board.add_role(self._tracker(kind, is_poller=True))
-            poller = Poller(kind=kind, task_queue=self.task_queue, backend=self.backend, poll=poll,
-                            dispatch=dispatch, cancel=self._poll_cancel, tracker=tracker,
-                            metrics=self.metrics, pool=pool, wait_seconds=seconds, contact=self._contact)
             tracker.started()
-            self._pollers.append(poller)
-            self._poller_handles.append(self.backend.spawn(f"sync-worker-{kind}-poller", poller.run))
+            # More pollers than slots could never all poll at once: each waits for a slot first.
+            count = max(1, min(count, pool.capacity if pool is not None else 1))
+            for index in range(count):
+                poller = Poller(kind=kind, task_queue=self.task_queue, backend=self.backend, poll=poll,
+                                dispatch=dispatch, cancel=self._poll_cancel, tracker=tracker,
+                                metrics=self.metrics, pool=pool, wait_seconds=seconds, contact=self._contact)
+                self._pollers.append(poller)
+                name = f"sync-worker-{kind}-poller" + (f"-{index + 1}" if index else "")
+                self._poller_handles.append(self.backend.spawn(name, poller.run))
 
         common = {"worker_id": self.worker_id, "task_queue": self.task_queue, "timeout_seconds": seconds,
                   "build_id": self.build_id}
@@ -481,11 +502,11 @@ class Worker:
             self.workflows.registry()  # built once here, not raced by the first task threads
             add("workflow",
                 lambda pid, cancel: client.poll_workflow_task(poll_request_id=pid, cancel=cancel, **common),
-                self._dispatch_workflow, self._wf_slots)
+                self._dispatch_workflow, self._wf_slots, self.max_concurrent_workflow_task_polls)
         if self.activities:
             add("activity",
                 lambda pid, cancel: client.poll_activity_task(poll_request_id=pid, cancel=cancel, **common),
-                self._dispatch_activity, self._act_slots)
+                self._dispatch_activity, self._act_slots, self.max_concurrent_activity_task_polls)
         if self._query_enabled:
             self._query_client = client.clone()
             query_client = self._query_client
@@ -521,7 +542,7 @@ class Worker:
                 slot.release(ok=outcome not in _ERROR_OUTCOMES)
 
         try:
-            inflight.handle = self.backend.spawn(f"sync-worker-{kind}-{task_id}", execute)
+            inflight.handle = self.backend.spawn_task(f"sync-worker-{kind}-{task_id}", execute)
         except BaseException:
             self._inflight.remove(key)
             slot.release()

@@ -1,0 +1,39 @@
+"""JSON response bodies, with blocks that are the same in every response encoded once.
+
+Every worker-plane poll answer carries the ~780-byte ``server_capabilities`` block, which only
+changes with the server's configuration. :class:`PreEncoded` is a dict that keeps its own JSON
+text; :func:`encode_body` splices such top-level values in instead of encoding them again.
+Treat a :class:`PreEncoded` as read-only (its text is taken when it is built).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Mapping
+
+__all__ = ["PreEncoded", "encode_body"]
+
+_SEPARATORS = (",", ":")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=_SEPARATORS, ensure_ascii=False)
+
+
+class PreEncoded(Dict[str, Any]):
+    """A read-only JSON object that carries its own encoding."""
+
+    def __init__(self, value: Mapping[str, Any]) -> None:
+        super().__init__(value)
+        self.encoded = _dumps(value)
+
+
+def encode_body(body: Any) -> bytes:
+    """``body`` as compact UTF-8 JSON; top-level :class:`PreEncoded` values are spliced in as is."""
+    if isinstance(body, dict) and any(isinstance(v, PreEncoded) for v in body.values()):
+        plain = {k: v for k, v in body.items() if not isinstance(v, PreEncoded)}
+        spliced: List[str] = [f"{_dumps(str(k))}:{v.encoded}" for k, v in body.items() if isinstance(v, PreEncoded)]
+        head = _dumps(plain)
+        text = "{" + ",".join(spliced) + "}" if head == "{}" else head[:-1] + "," + ",".join(spliced) + "}"
+        return text.encode("utf-8")
+    return _dumps(body).encode("utf-8")

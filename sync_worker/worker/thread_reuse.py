@@ -1,0 +1,117 @@
+"""Reused slot threads: task work on parked OS threads instead of one new thread per task.
+
+Starting an OS thread per task costs a few percent of a busy worker's CPU. :class:`ReusableThreads`
+keeps threads that finished a task parked for a while and hands the next task to one of them.
+The number of threads is never bounded here: the slot pools bound how many tasks run at once,
+so at most ``slots`` threads exist, and a parked thread that waits ``idle_seconds`` without work
+exits. Each thread takes the task's name while it runs it (logs and ``threading.enumerate()``
+show the task, as with a fresh thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, List, Optional
+
+__all__ = ["PooledTaskHandle", "ReusableThreads"]
+
+logger = logging.getLogger("sync_worker.worker.threads")
+
+_PARKED_NAME = "sync-worker-slot-idle"
+
+
+class PooledTaskHandle:
+    """Handle of one task run on a reused thread (finished when the task returned)."""
+
+    __slots__ = ("_done", "_name")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._done = threading.Event()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def join(self, timeout: Optional[float] = None) -> bool:
+        return self._done.wait(timeout)
+
+    def is_alive(self) -> bool:
+        return not self._done.is_set()
+
+
+class _Job:
+    __slots__ = ("handle", "target")
+
+    def __init__(self, handle: PooledTaskHandle, target: Callable[[], None]) -> None:
+        self.handle = handle
+        self.target = target
+
+
+class _Parked:
+    """One thread's mailbox: the job it is handed, and the event that wakes it."""
+
+    __slots__ = ("job", "wake")
+
+    def __init__(self, job: _Job) -> None:
+        self.job: Optional[_Job] = job
+        self.wake = threading.Event()
+
+
+class ReusableThreads:
+    """Daemon threads that run one task after another (see the module docstring)."""
+
+    def __init__(self, idle_seconds: float = 60.0) -> None:
+        self.idle_seconds = float(idle_seconds)
+        self._lock = threading.Lock()
+        self._parked: List[_Parked] = []
+        self.started = 0  # threads ever started (a bench and the tests read it)
+
+    @property
+    def parked(self) -> int:
+        with self._lock:
+            return len(self._parked)
+
+    def submit(self, name: str, target: Callable[[], None]) -> PooledTaskHandle:
+        handle = PooledTaskHandle(name)
+        job = _Job(handle, target)
+        with self._lock:
+            if self._parked:
+                box = self._parked.pop()
+                box.job = job
+                box.wake.set()
+                return handle
+            self.started += 1
+        box = _Parked(job)
+        thread = threading.Thread(target=self._serve, args=(box,), name=name, daemon=True)
+        try:
+            thread.start()
+        except BaseException:
+            with self._lock:
+                self.started -= 1
+            raise
+        return handle
+
+    def _serve(self, box: _Parked) -> None:
+        me = threading.current_thread()
+        while True:
+            job = box.job
+            assert job is not None
+            box.job = None
+            me.name = job.handle.name
+            try:
+                job.target()
+            except BaseException:  # the runtime's task bodies catch everything; never lose the thread silently
+                logger.exception("task %s raised out of its slot thread", job.handle.name)
+            finally:
+                job.handle._done.set()
+            me.name = _PARKED_NAME
+            box.wake.clear()
+            with self._lock:
+                self._parked.append(box)
+            box.wake.wait(self.idle_seconds)
+            with self._lock:
+                if box.job is None:  # nobody handed us work in time: leave
+                    self._parked.remove(box)
+                    return

@@ -1,0 +1,85 @@
+"""The dev server's per-request hot paths stay cheap as it fills (issue 15), with the same answers.
+
+* the activity claim is an indexed lookup (no sort of every ready row);
+* run creation takes ``created_order`` from a counter that survives a restart;
+* a poll rewrites the worker row only when ``last_seen_at`` is old enough to matter;
+* the ``server_capabilities`` block is encoded once and spliced into each poll answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Iterator
+
+import pytest
+
+from sync_worker.devserver import DevServer
+from sync_worker.devserver.discovery import server_capabilities
+from sync_worker.devserver.encoding import PreEncoded, encode_body
+from tests.unit.devserver._raw import Raw
+
+_CLAIM = ("SELECT data FROM activities WHERE namespace = ? AND task_queue = ? AND state = 'ready' "
+          "ORDER BY execution_id LIMIT 1")
+
+
+@pytest.fixture
+def server() -> Iterator[DevServer]:
+    with DevServer(port=0, db=":memory:") as dev:
+        yield dev
+
+
+def test_activity_claim_is_an_indexed_lookup(server: DevServer) -> None:
+    conn = server.engine.store._conn
+    plan = " ".join(str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + _CLAIM, ("default", "q")))
+    assert "acts_claim" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_claim_still_takes_the_oldest_ready_activity(server: DevServer) -> None:
+    raw = Raw(server.url)
+    ids = [raw.ok("POST", "/activities", {"activity_type": "a", "task_queue": "hq", "input": None})
+           for _ in range(3)]
+    leased = [raw.poll(queue="hq", kind="activity", timeout=0) for _ in range(3)]
+    assert [t["activity_execution_id"] for t in leased] == [i["activity_execution_id"] for i in ids]
+
+
+def test_created_order_counter_survives_a_restart(tmp_path: object) -> None:
+    db = os.path.join(str(tmp_path), "dev.sqlite")
+    with DevServer(port=0, db=db) as first:
+        raw = Raw(first.url)
+        for n in range(3):
+            raw.start(f"wf-{n}")
+        before = max(r["created_order"] for r in first.engine.store.iter_all("runs"))
+    with DevServer(port=0, db=db) as second:
+        Raw(second.url).start("wf-after")
+        orders = {r["workflow_id"]: r["created_order"] for r in second.engine.store.iter_all("runs")}
+    assert before == 3 and orders["wf-after"] == 4
+    assert len(set(orders.values())) == 4
+
+
+def test_polls_rewrite_the_worker_row_only_when_stale_enough(server: DevServer) -> None:
+    raw = Raw(server.url)
+    raw.ok("POST", "/worker/register", {"worker_id": "w-touch", "task_queue": "tq"}, plane="worker")
+    store = server.engine.store
+    row = next(r for r in store.iter_all("workers") if r["worker_id"] == "w-touch")
+    key = row["key"]
+    seen = row["last_seen_at"]
+    raw.poll(queue="tq", worker_id="w-touch", timeout=0, kind="activity")
+    assert store.get("workers", key)["last_seen_at"] == seen  # type: ignore[index]
+    row["last_seen_at"] = seen - 10.0  # as if the last refresh were long ago
+    with server.engine.tx():
+        store.put("workers", row)
+    raw.poll(queue="tq", worker_id="w-touch", timeout=0, kind="activity")
+    assert store.get("workers", key)["last_seen_at"] > seen - 10.0  # type: ignore[index]
+
+
+def test_capabilities_are_encoded_once_and_answer_the_same(server: DevServer) -> None:
+    block = server_capabilities(server.engine)
+    assert isinstance(block, PreEncoded) and server_capabilities(server.engine) is block
+    body = {"task": None, "protocol_version": "1.20", "server_capabilities": block, "text": "é"}
+    assert json.loads(encode_body(body)) == json.loads(json.dumps(body))
+    assert json.loads(encode_body({"only": PreEncoded({"a": [1]})})) == {"only": {"a": [1]}}
+    answer = Raw(server.url).call("POST", "/worker/activity-tasks/poll",
+                                  {"worker_id": "w", "task_queue": "cq", "timeout_seconds": 0}, plane="worker")
+    assert answer.status_code == 200
+    assert answer.json()["server_capabilities"] == dict(block)
