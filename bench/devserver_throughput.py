@@ -1,0 +1,305 @@
+"""Dev server throughput: activities/s (poll + complete) with 4 worker processes, as the store fills.
+
+    python3 bench/devserver_throughput.py                       # every case, 3 rounds
+    python3 bench/devserver_throughput.py --rounds 1 --kinds threads-p4,gevent-p4 --cases 300:0
+
+The dev server (``sync_worker.devserver.DevServer``, SQLite file in WAL mode) runs in its own
+process pinned to core 0 ("one core"); the four worker processes are not pinned. Before the server starts, the
+database is filled in process: ``ready + measured`` standalone activities on queue ``bench``
+(so the ready backlog stays between ``ready`` and ``ready + measured`` while ``measured``
+activities are timed) and ``stored`` workflow runs on a queue nobody polls. Cases are
+``ready:stored`` pairs (300 and 10,000 ready; 0 and 100,000 stored runs).
+
+Worker kinds: ``sdk`` (the published ``durable-workflow`` worker), ``threads`` / ``gevent``
+(ours, one activity poller), ``threads-p4`` / ``gevent-p4`` (four activity pollers,
+``max_concurrent_activity_task_polls=4``). Each worker has 10 activity slots. The parent
+times the measured completions by reading the database (read-only, every 10 ms) and prints
+activities/s and the server's CPU share (near 100% means the server is the bottleneck).
+
+``--workflows N`` also times N one-activity workflows (start, workflow task, activity, workflow
+task, completed) with our worker (4 processes, workflow and activity pollers).
+"""
+
+from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "_worker" and sys.argv[2].startswith("gevent"):
+    from gevent import monkey  # patch first, as `sync-worker run -P gevent` does
+
+    monkey.patch_all()
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Dict, List, Tuple
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+QUEUE = "bench"
+NOOP_TYPE = "bench.noop"
+FLOW_TYPE = "bench.one_activity"
+KINDS = ("sdk", "threads", "gevent", "threads-p4", "gevent-p4")
+CASES = ("300:0", "10000:0", "300:100000", "10000:100000")
+SERVER_CORE = 0
+WORKERS = 4
+
+
+def _pin(core: int) -> None:
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > core:
+        os.sched_setaffinity(0, {core})
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+# -- filling the store (in process, before the server starts) ---------------------------------------
+
+def fill(db: str, *, activities: int = 0, stored: int = 0, workflows: int = 0) -> None:
+    from sync_worker.devserver import control
+    from sync_worker.devserver.engine import Config, Engine
+    from sync_worker.payloads import envelope
+
+    engine = Engine(Config(), db)
+    args = envelope([])
+    batch = 2000
+    with engine.lock:
+        for start in range(0, stored, batch):
+            with engine.tx():
+                for n in range(start, min(stored, start + batch)):
+                    control.start_workflow(engine, "default", {"workflow_id": f"stored-{n}", "workflow_type": "t",
+                                                               "task_queue": "nobody", "input": args})
+        for start in range(0, activities, batch):
+            with engine.tx():
+                for _ in range(start, min(activities, start + batch)):
+                    control.start_activity(engine, "default", {"activity_type": NOOP_TYPE, "task_queue": QUEUE,
+                                                               "input": args})
+        with engine.tx():
+            for n in range(workflows):
+                control.start_workflow(engine, "default", {"workflow_id": f"flow-{n}", "workflow_type": FLOW_TYPE,
+                                                           "task_queue": QUEUE, "input": args})
+    engine.store.close()
+
+
+def _done_count(db: str, what: str) -> int:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        if what == "activities":
+            sql = "SELECT COUNT(*) FROM activities WHERE state = 'done'"
+        else:
+            sql = "SELECT COUNT(*) FROM runs WHERE status = 'completed' AND workflow_id LIKE 'flow-%'"
+        return int(conn.execute(sql).fetchone()[0])
+    finally:
+        conn.close()
+
+
+# -- the processes ---------------------------------------------------------------------------------
+
+def server_child(db: str) -> None:
+    _pin(SERVER_CORE)
+    from sync_worker.devserver import DevServer
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with DevServer(port=0, db=db) as server:
+        start = _cpu()
+        print(f"PORT {server.port}", flush=True)
+        stop.wait()
+        print("CPU " + json.dumps(_cpu() - start), flush=True)
+
+
+def worker_child(kind: str, url: str, flows: bool) -> None:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if kind == "sdk":
+        import asyncio
+
+        from durable_workflow import Client as SdkClient
+        from durable_workflow import Worker as SdkWorker
+        from durable_workflow import activity as sdk_activity
+
+        @sdk_activity.defn(name=NOOP_TYPE)
+        def sdk_noop() -> None:
+            return None
+
+        async def main() -> None:
+            worker = SdkWorker(SdkClient(url), task_queue=QUEUE, activities=[sdk_noop],
+                               max_concurrent_activity_tasks=10, poll_timeout=5.0)
+            runner = asyncio.ensure_future(worker.run())
+            while not stop.is_set() and not runner.done():
+                await asyncio.sleep(0.02)
+            await worker.stop()
+            try:
+                await asyncio.wait_for(runner, 10)
+            except BaseException:
+                pass
+
+        asyncio.run(main())
+        return
+    from typing import Any as _Any
+
+    from sync_worker import Client, Worker, activity, workflow
+
+    @activity.defn(name=NOOP_TYPE)
+    def noop() -> None:
+        return None
+
+    @workflow.defn(name=FLOW_TYPE)
+    class OneActivity:
+        def run(self, ctx: _Any) -> _Any:
+            value = yield ctx.schedule_activity(NOOP_TYPE, [])
+            return value
+
+    pool, _, suffix = kind.partition("-")
+    polls = int(suffix[1:]) if suffix.startswith("p") and suffix[1:].isdigit() else 1
+    worker = Worker(Client(url), task_queue=QUEUE, activities=[noop], workflows=[OneActivity] if flows else [],
+                    pool=pool, max_concurrent_activity_tasks=10, max_concurrent_activity_task_polls=polls,
+                    max_concurrent_workflow_task_polls=polls, poll_timeout=5.0, shutdown_timeout=5.0)
+    runner = threading.Thread(target=worker.run, daemon=True)
+    runner.start()
+    while not stop.wait(0.05):
+        pass
+    worker.stop()
+    runner.join(10)
+
+
+def _measure(db: str, kind: str, what: str, target: int, flows: bool = False) -> Dict[str, float]:
+    server = subprocess.Popen([sys.executable, __file__, "_server", db], stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    port = int(server.stdout.readline().split()[1])
+    url = f"http://127.0.0.1:{port}"
+    workers = [subprocess.Popen([sys.executable, __file__, "_worker", kind, url, "1" if flows else "0"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+               for _ in range(WORKERS)]
+    first = last = 0.0
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            done = _done_count(db, what)
+            now = time.monotonic()
+            if done and not first:
+                first, first_done = now, done
+            if done >= target:
+                last = now
+                break
+            if any(w.poll() is not None for w in workers):
+                failed = next(w for w in workers if w.poll() is not None)
+                raise RuntimeError(f"a {kind} worker exited:\n{failed.stderr.read()[-2000:] if failed.stderr else ''}")
+            time.sleep(0.01)
+    finally:
+        for w in workers:
+            w.send_signal(signal.SIGTERM)
+        for w in workers:
+            try:
+                w.wait(30)
+            except subprocess.TimeoutExpired:
+                w.kill()
+        server.send_signal(signal.SIGTERM)
+        rest = server.communicate(timeout=30)[0]
+    if not last:
+        raise RuntimeError(f"{kind}: {target} {what} not done within the time limit")
+    cpu = json.loads([line for line in rest.splitlines() if line.startswith("CPU ")][-1][4:])
+    wall = max(1e-6, last - first)
+    return {"rate": (target - first_done) / wall, "server_cpu": cpu}
+
+
+def _template(directory: str, stored: int) -> str:
+    path = os.path.join(directory, f"stored-{stored}.sqlite")
+    if not os.path.exists(path):
+        started = time.monotonic()
+        fill(path, stored=stored)
+        print(f"(filled {stored} stored runs in {time.monotonic() - started:.1f} s)", flush=True)
+    return path
+
+
+def _copy(template: str, target: str) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(template + suffix):
+            shutil.copyfile(template + suffix, target + suffix)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--measured", type=int, default=1500, help="completions timed per case")
+    parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--cases", default=",".join(CASES), help="ready:stored pairs")
+    parser.add_argument("--workflows", type=int, default=0, help="also time N one-activity workflows")
+    args = parser.parse_args()
+    kinds = [k for k in args.kinds.split(",") if k]
+    cases: List[Tuple[int, int]] = [(int(c.split(":")[0]), int(c.split(":")[1])) for c in args.cases.split(",") if c]
+    results: Dict[Tuple[str, int, int], List[float]] = {}
+    flows: Dict[str, List[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="devserver-bench-") as directory:
+        for round_no in range(args.rounds):
+            order = kinds[round_no % len(kinds):] + kinds[:round_no % len(kinds)]
+            for ready, stored in cases:
+                for kind in order:
+                    db = os.path.join(directory, "run.sqlite")
+                    _copy(_template(directory, stored), db)
+                    fill(db, activities=ready + args.measured)
+                    started_wall = time.monotonic()
+                    one = _measure(db, kind, "activities", args.measured)
+                    results.setdefault((kind, ready, stored), []).append(one["rate"])
+                    print(f"round {round_no + 1} {kind:11s} ready {ready:6d} stored {stored:6d}: "
+                          f"{one['rate']:6.0f} activities/s  (server {one['server_cpu']:.1f} s CPU in "
+                          f"{time.monotonic() - started_wall:.1f} s)", flush=True)
+                    for suffix in ("", "-wal", "-shm"):
+                        if os.path.exists(db + suffix):
+                            os.unlink(db + suffix)
+            if args.workflows:
+                for kind in [k for k in order if k != "sdk"]:
+                    db = os.path.join(directory, "flows.sqlite")
+                    fill(db, workflows=args.workflows)
+                    one = _measure(db, kind, "workflows", args.workflows, flows=True)
+                    flows.setdefault(kind, []).append(one["rate"])
+                    print(f"round {round_no + 1} {kind:11s} {one['rate']:6.0f} one-activity workflows/s", flush=True)
+                    for suffix in ("", "-wal", "-shm"):
+                        if os.path.exists(db + suffix):
+                            os.unlink(db + suffix)
+
+    print(f"\nactivities/s with {WORKERS} worker processes, {args.measured} timed per case; "
+          f"median (min..max) over {args.rounds} round(s)")
+    for ready, stored in cases:
+        sdk = results.get(("sdk", ready, stored))
+        for kind in kinds:
+            rates = results[(kind, ready, stored)]
+            line = (f"  ready {ready:6d} stored {stored:6d} {kind:11s} {statistics.median(rates):6.0f} "
+                    f"({min(rates):.0f}..{max(rates):.0f})")
+            if sdk and kind != "sdk":
+                line += f"  x{statistics.median(rates) / statistics.median(sdk):.2f} the SDK"
+            print(line)
+    for kind in kinds:
+        rates = [statistics.median(results[(kind, r, s)]) for r, s in cases]
+        if rates:
+            print(f"  {kind:11s} flatness across cases: slowest/fastest = {min(rates) / max(rates):.2f}")
+    for pool in ("", "-p4"):
+        threads, gevent = results.get(("threads" + pool, *cases[0])), results.get(("gevent" + pool, *cases[0]))
+        if threads and gevent:
+            ratio = statistics.median(threads) / statistics.median(gevent)
+            print(f"  threads{pool} / gevent{pool} (first case): {ratio:.2f}")
+    for kind, rates in flows.items():
+        print(f"  {kind:11s} {statistics.median(rates):6.0f} one-activity workflows/s "
+              f"({min(rates):.0f}..{max(rates):.0f})")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_server":
+        server_child(sys.argv[2])
+    elif len(sys.argv) > 1 and sys.argv[1] == "_worker":
+        worker_child(sys.argv[2], sys.argv[3], sys.argv[4] == "1")
+    else:
+        main()
