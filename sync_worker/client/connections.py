@@ -9,6 +9,7 @@ greenlet-local. The worker plane uses these connections through urllib3 directly
 
 from __future__ import annotations
 
+import ipaddress
 import select
 import socket
 import ssl
@@ -16,6 +17,7 @@ import sys
 import threading
 from typing import Any, Callable, Dict, Optional
 
+import urllib3
 from requests.adapters import HTTPAdapter
 from urllib3 import PoolManager
 from urllib3.connection import HTTPConnection, HTTPSConnection
@@ -110,15 +112,46 @@ class _TrackedHTTPConnection(_TrackedMixin, HTTPConnection):
     pass
 
 
+#: urllib3 1.26 (what botocore pins on Python 3.9) differs from 2.x in the two ways handled below.
+_URLLIB3_V1 = urllib3.__version__.startswith("1.")  # type: ignore[attr-defined]
+
+
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 class _TrackedHTTPSConnection(_TrackedMixin, HTTPSConnection):
-    pass
+    def connect(self) -> None:
+        # urllib3 1.26 drops server_hostname for an IP address (no SNI), so a caller's context
+        # that checks hostnames refuses to connect ("check_hostname requires server_hostname").
+        # The ssl module verifies an IP address itself and sends no SNI for it: hand it over.
+        context: Optional[ssl.SSLContext] = self.ssl_context
+        host = self.server_hostname or self.host
+        if (not _URLLIB3_V1 or context is None or not context.check_hostname
+                or getattr(self, "_tunnel_host", None) or not _is_ip_literal(host)):
+            super().connect()
+            return
+        self.sock = context.wrap_socket(self._new_conn(), server_hostname=host.strip("[]"))
+        self.is_verified = True
 
 
-class _TrackedHTTPPool(HTTPConnectionPool):
+class _EnforcedLengthMixin:
+    def urlopen(self, *args: Any, **kwargs: Any) -> Any:
+        # A body cut short of its Content-Length (an abort at the absolute deadline shuts the
+        # socket down) is an error, not a short body: urllib3 2.x's default, 1.26's opt-in.
+        kwargs.setdefault("enforce_content_length", True)
+        return super().urlopen(*args, **kwargs)  # type: ignore[misc]
+
+
+class _TrackedHTTPPool(_EnforcedLengthMixin, HTTPConnectionPool):
     ConnectionCls = _TrackedHTTPConnection
 
 
-class _TrackedHTTPSPool(HTTPSConnectionPool):
+class _TrackedHTTPSPool(_EnforcedLengthMixin, HTTPSConnectionPool):
     ConnectionCls = _TrackedHTTPSConnection
 
 
