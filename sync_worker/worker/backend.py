@@ -133,6 +133,10 @@ class ConcurrencyBackend(Protocol):
         """
         ...
 
+    def close_idle(self) -> None:
+        """Release units of execution parked for reuse (the worker stopped); running ones are untouched."""
+        ...
+
     def sleep(self, seconds: float) -> None: ...
 
     def event(self) -> EventLike: ...
@@ -203,6 +207,9 @@ class ThreadBackend:
 
     def spawn_task(self, name: str, target: Callable[[], None]) -> TaskHandle:
         return self.slot_threads.submit(name, target)
+
+    def close_idle(self) -> None:
+        self.slot_threads.close_idle()
 
     def sleep(self, seconds: float) -> None:
         time.sleep(max(0.0, seconds))

@@ -209,6 +209,9 @@ class GeventBackend:
         """A new greenlet per task: greenlets are cheap, so there is nothing to reuse."""
         return self.spawn(name, target)
 
+    def close_idle(self) -> None:
+        """Nothing is parked: finished greenlets are gone."""
+
     def sleep(self, seconds: float) -> None:
         self._gevent.sleep(max(0.0, seconds))
 

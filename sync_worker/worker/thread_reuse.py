@@ -67,6 +67,7 @@ class ReusableThreads:
         self._lock = threading.Lock()
         self._parked: List[_Parked] = []
         self.started = 0  # threads ever started (a bench and the tests read it)
+        self._closed = False
 
     @property
     def parked(self) -> int:
@@ -109,9 +110,24 @@ class ReusableThreads:
             me.name = _PARKED_NAME
             box.wake.clear()
             with self._lock:
+                if self._closed:  # the worker stopped: a thread that finishes late does not park
+                    return
                 self._parked.append(box)
             box.wake.wait(self.idle_seconds)
             with self._lock:
-                if box.job is None:  # nobody handed us work in time: leave
-                    self._parked.remove(box)
+                if box.job is None:  # nobody handed us work in time (or close_idle): leave
+                    if box in self._parked:
+                        self._parked.remove(box)
                     return
+
+    def close_idle(self) -> int:
+        """Let every parked thread exit now and later ones exit after their task; returns how many left.
+
+        Tasks submitted afterwards still run (each on a new thread that then exits).
+        """
+        with self._lock:
+            self._closed = True
+            boxes, self._parked = self._parked, []
+        for box in boxes:
+            box.wake.set()
+        return len(boxes)

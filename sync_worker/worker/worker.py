@@ -643,6 +643,7 @@ class Worker:
         for handle in self._poller_handles:
             handle.join(max(0.0, min(5.0, deadline - clock())))
         stuck_pollers = [h.name for h in self._poller_handles if h.is_alive()]
+        self.backend.close_idle()  # no new task can come: parked slot threads leave now
         self._heartbeat_stop.set()
         self._heartbeat_cancel.cancel()
         if self._heartbeat_handle is not None:

@@ -96,6 +96,7 @@ def test_slot_threads_are_reused(client: Client) -> None:
         # at most one thread per slot ever started, not one per task
         started = worker.backend.slot_threads.started  # type: ignore[attr-defined]
         assert 1 <= started <= 2, started
+        wait_for(lambda: worker.backend.slot_threads.parked == 0, timeout=5)  # type: ignore[attr-defined]
     else:
         assert worker.backend.name == "gevent"  # a greenlet per task: nothing to reuse
 

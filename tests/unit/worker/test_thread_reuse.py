@@ -80,3 +80,16 @@ def test_thread_backend_runs_task_bodies_on_reused_threads() -> None:
         assert backend.spawn_task(f"sync-worker-activity-{n}", lambda: None).join(5)
         _wait(lambda: backend.slot_threads.parked == 1)
     assert backend.slot_threads.started == 1
+
+
+def test_close_idle_lets_parked_threads_exit() -> None:
+    pool = ReusableThreads()
+    before = threading.active_count()
+    assert pool.submit("one", lambda: None).join(5)
+    _wait(lambda: pool.parked == 1)
+    assert pool.close_idle() == 1
+    _wait(lambda: threading.active_count() <= before)
+    assert pool.submit("two", lambda: None).join(5)  # still usable: a new thread, which does not park
+    assert pool.started == 2
+    _wait(lambda: threading.active_count() <= before)
+    assert pool.parked == 0
