@@ -40,6 +40,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..workflow.incremental import SuspendedRun
 from ..workflow.task import resume_workflow_task, start_workflow_task
+from .registration import SDK_VERSION
 
 __all__ = ["CachedRun", "StickyWorkflowCache", "check_sticky_support", "run_sticky_task"]
 
@@ -153,7 +154,8 @@ class StickyWorkflowCache:
         """The completion's ``sticky_cache`` object (§4.5) for a kept entry."""
         metrics = self.metrics()
         return {"worker_id": worker_id, "workflow_id": entry.workflow_id, "run_id": entry.run_id,
-                "build_id": build_id or "", "ttl_seconds": self.ttl_seconds,
+                # The real server requires a non-empty build id here (the SDK sends its version).
+                "build_id": (build_id or "").strip() or SDK_VERSION, "ttl_seconds": self.ttl_seconds,
                 "last_history_sequence": entry.last_sequence,
                 "metrics": {name: metrics[name] for name in ("hit", "miss", "eviction", "forced_cold_replay")}}
 

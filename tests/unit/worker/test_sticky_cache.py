@@ -132,3 +132,17 @@ def test_options_are_validated_and_the_server_must_advertise_support() -> None:
         check_sticky_support(cache, {"query_tasks": True})
     check_sticky_support(cache, {"sticky_execution": {"supported": True}})
     check_sticky_support(StickyWorkflowCache(0), {})
+
+
+def test_the_completion_claim_has_what_the_real_server_validates() -> None:
+    cache = StickyWorkflowCache(4, 1 << 20, 60)
+    history = _history(1)
+    _, entry = run_sticky_task(cache, REGISTRY, _task(), task_queue="q", load=lambda token: history[:1])
+    assert entry is not None and cache.keep(entry)
+    claim = cache.claim(entry, "worker-1", None)
+    # server: worker_id/workflow_id/run_id/build_id required non-empty strings, ttl 1..3600, metrics ints
+    assert all(isinstance(claim[key], str) and claim[key] for key in ("worker_id", "workflow_id", "run_id", "build_id"))
+    assert claim["build_id"].startswith("sync-worker-python/") and claim["ttl_seconds"] == 60
+    assert cache.claim(entry, "worker-1", " b-7 ")["build_id"] == "b-7"
+    assert set(claim["metrics"]) == {"hit", "miss", "eviction", "forced_cold_replay"}
+    assert claim["last_history_sequence"] == 1
