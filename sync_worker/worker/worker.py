@@ -2,7 +2,7 @@
 
 Tasks of a running worker (threads or greenlets, all spawned through the backend):
 
-* the caller of :meth:`Worker.run` registers, then supervises (a one-second progress
+* the caller of :meth:`Worker.run` registers, then supervises (a five-second progress
   tick, and a check that no poller died);
 * one poller per configured role (workflow, activity, query; the query poller owns a
   cloned client and connection pool);
@@ -30,15 +30,13 @@ from ..errors import (
     WorkerShutdown,
 )
 from ..interceptors import WorkerInterceptor
-from . import workflow_support
-from .activities import activity_map, run_activity_task
+from . import dispatch, shutdown, workflow_support
+from .activities import activity_map
 from .admission import AdmissionGate, ConcurrencyOption, ControlLoop, resolve_concurrency, start_control_loop
 from .backend import ConcurrencyBackend, SchedulerMonitor, TaskHandle, backend_for_pool, default_pool
-from .deregistration import deregister
-from .inflight import InflightSet, InflightTask
+from .inflight import InflightSet
 from .interception import checked_interceptors
-from .malformed import reject_malformed
-from .metrics import TASK_DURATION, TASKS, MetricsRecorder, NoopMetrics
+from .metrics import MetricsRecorder, NoopMetrics
 from .pollers import Poller, poll_timeout_seconds
 from .recovery import ServerContact, run_heartbeat
 from .registration import (
@@ -49,6 +47,7 @@ from .registration import (
     workflow_package_capabilities,
 )
 from .run_until import wait_until_terminal
+from .shutdown import ShutdownIncomplete
 from .slots import Slot, SlotPool
 from .startup import retry_startup
 from .status import (
@@ -60,7 +59,6 @@ from .status import (
     default_request_bounds,
 )
 from .sticky import StickyWorkflowCache, check_sticky_support
-from .workflow_tasks import run_query_task, run_workflow_task
 
 __all__ = ["ShutdownIncomplete", "Worker"]
 
@@ -69,8 +67,6 @@ logger = logging.getLogger("sync_worker.worker")
 # The supervisor's liveness tick and poller check; stop() wakes it at once. Every wakeup costs an idle
 # worker CPU (bench/idle_cpu.py), and liveness allows 30 s without a tick.
 _SUPERVISOR_TICK_SECONDS = 5.0
-# Task outcomes the adaptive controller counts as errors (its backpressure rule).
-_ERROR_OUTCOMES = frozenset({"failed", "failed_non_retryable", "crashed", "complete_error"})
 
 
 def _poller_count(kind: str, value: object) -> int:
@@ -78,14 +74,6 @@ def _poller_count(kind: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"max_concurrent_{kind}_task_polls must be an int of at least 1, got {value!r}")
     return value
-
-
-class ShutdownIncomplete(RuntimeError):
-    """Accepted work was still running at the shutdown deadline; the registration is kept."""
-
-    def __init__(self, message: str, running: Sequence[str]) -> None:
-        super().__init__(message)
-        self.running = list(running)
 
 
 class Worker:
@@ -514,87 +502,20 @@ class Worker:
                 lambda pid, cancel: query_client.poll_query_task(poll_request_id=pid, cancel=cancel, **common),
                 self._run_query, None)
 
-    # -- task dispatch --------------------------------------------------------------------------
-
-    def _spawn_task(self, kind: str, task: Dict[str, Any], slot: Slot,
-                    body: Callable[[InflightTask], str]) -> None:
-        task_id = str(task.get("task_id", ""))
-        inflight = InflightTask(self.backend, kind, task_id)
-        key = self._inflight.add(inflight)
-        tags = {"task_kind": kind, "task_queue": self.task_queue}
-
-        def execute() -> None:
-            outcome = "crashed"
-            try:
-                outcome = body(inflight)
-            except BaseException as error:
-                if inflight.abandoned:  # e.g. killed by a cold stop at its next cooperative point
-                    outcome = "abandoned"
-                    logger.warning("%s task %s ended after it was abandoned (%s)", kind, task_id,
-                                   type(error).__name__)
-                else:
-                    logger.exception("%s task %s crashed the runtime", kind, task_id)
-            finally:
-                duration = self.backend.monotonic() - inflight.started_at
-                self.metrics.increment(TASKS, 1.0, dict(tags, outcome=outcome))
-                self.metrics.record(TASK_DURATION, duration, dict(tags, outcome=outcome))
-                self._inflight.remove(key)
-                slot.release(ok=outcome not in _ERROR_OUTCOMES)
-
-        try:
-            inflight.handle = self.backend.spawn_task(f"sync-worker-{kind}-{task_id}", execute)
-        except BaseException:
-            self._inflight.remove(key)
-            slot.release()
-            raise
-
-    def _malformed(self, kind: str, task: Dict[str, Any], slot: Optional[Slot]) -> bool:
-        """Never run a malformed task: count it, log it once, report it when identifiable."""
-        client = self._query_client if kind == "query" else self.client
-        if not reject_malformed(kind, task, client=client, worker_id=self.worker_id, cancel=self._poll_cancel):
-            return False
-        self.metrics.increment(TASKS, 1.0, {"task_kind": kind, "task_queue": self.task_queue, "outcome": "malformed"})
-        if slot is not None:
-            slot.release()
-        return True
+    # -- task dispatch (worker/dispatch.py) ------------------------------------------------------
 
     def _dispatch_activity(self, task: Dict[str, Any], slot: Optional[Slot]) -> None:
-        assert slot is not None
-        if self._malformed("activity", task, slot):
-            return
-        slot.started(str(task.get("activity_type") or ""))
-        self._spawn_task("activity", task, slot, lambda inflight: run_activity_task(
-            client=self.client, task=task, activities=self.activities, worker_id=self.worker_id,
-            task_queue=self.task_queue, inflight=inflight, interceptors=self.interceptors,
-            namespace=self._namespace,
-        ))
+        dispatch.dispatch_activity(self, task, slot)
 
     def _dispatch_workflow(self, task: Dict[str, Any], slot: Optional[Slot]) -> None:
-        assert slot is not None
-        if self._malformed("workflow", task, slot):
-            return
-        self._spawn_task("workflow", task, slot, lambda inflight: run_workflow_task(
-            client=self.client, task=task, registry=self.workflows.registry(), worker_id=self.worker_id,
-            task_queue=self.task_queue, inflight=inflight, sleep=self.backend.sleep,
-            executor=self._workflow_executor, interceptors=self.interceptors, namespace=self._namespace,
-            sticky=self._sticky, build_id=self.build_id,
-        ))
+        dispatch.dispatch_workflow(self, task, slot)
+
+    def _run_query(self, task: Dict[str, Any], slot: Optional[Slot]) -> None:
+        dispatch.run_query(self, task, slot)
 
     def sticky_cache_metrics(self) -> Dict[str, int]:
         """The sticky cache's counters: hit, miss, eviction, forced_cold_replay, entries, history_bytes."""
         return self._sticky.metrics()
-
-    def _run_query(self, task: Dict[str, Any], slot: Optional[Slot]) -> None:
-        if self._malformed("query", task, None):
-            return
-        started = self.backend.monotonic()
-        outcome = run_query_task(client=self._query_client, task=task, registry=self.workflows.registry(),
-                                 worker_id=self.worker_id, cancel=self._poll_cancel,
-                                 executor=self._query_executor, interceptors=self.interceptors,
-                                 task_queue=self.task_queue, namespace=self._namespace)
-        tags = {"task_kind": "query", "task_queue": self.task_queue, "outcome": outcome}
-        self.metrics.increment(TASKS, 1.0, tags)
-        self.metrics.record(TASK_DURATION, self.backend.monotonic() - started, tags)
 
     # -- supervision and heartbeat -------------------------------------------------------------------
 
@@ -617,71 +538,14 @@ class Worker:
                       cancel=self._heartbeat_cancel, tracker=self._heartbeat_role, contact=self._contact,
                       on_ack=self._adopt_heartbeat_interval, clock=self.backend.monotonic)
 
-    # -- shutdown ----------------------------------------------------------------------------------
+    # -- shutdown (worker/shutdown.py) ----------------------------------------------------------------
 
     def _wait(self, event: Any) -> None:
         while not event.wait(_SUPERVISOR_TICK_SECONDS):
             self._board.tick(_SUPERVISOR_TICK_SECONDS)
 
     def _shutdown(self) -> None:
-        if not self._run_started:
-            self._board.set_state(WorkerState.STOPPED)
-            return
-        # Stop during startup: registration finishes and the pollers it starts exist (so the drain
-        # below joins them, and a stop between registration and their start cannot be missed);
-        # then the drain deadline starts.
-        self._wait(self._startup_done)
-        if not self._registered:
-            self._board.set_state(WorkerState.FAILED)
-            return
-        self._board.set_state(WorkerState.DRAINING)
-        clock = self.backend.monotonic
-        deadline = clock() + self.shutdown_timeout
-        logger.info("worker %s stopping: draining %d task(s) within %.1f s",
-                    self.worker_id, self._inflight.count(), self.shutdown_timeout)
-        drained = self._inflight.wait_empty(deadline, tick=self._board.tick, interrupted=self._cold.is_set)
-        for handle in self._poller_handles:
-            handle.join(max(0.0, min(5.0, deadline - clock())))
-        stuck_pollers = [h.name for h in self._poller_handles if h.is_alive()]
-        self.backend.close_idle()  # no new task can come: parked slot threads leave now
-        self._heartbeat_stop.set()
-        self._heartbeat_cancel.cancel()
-        if self._heartbeat_handle is not None:
-            self._heartbeat_handle.join(max(0.0, min(5.0, deadline - clock())))
-        if self._query_client is not None and not stuck_pollers:
-            self._query_client.close()
-        if not drained or stuck_pollers:
-            running = [f"{t.kind}:{t.task_id}" for t in self._inflight.snapshot()]
-            for inflight in self._inflight.snapshot():
-                inflight.abandon()
-            if self._cold.is_set():
-                self._kill_abandoned(stuck_pollers)
-            self._board.set_state(WorkerState.FAILED)
-            why = "cold stop requested" if self._cold.is_set() else "shutdown deadline reached"
-            raise ShutdownIncomplete(
-                f"worker {self.worker_id}: {why} with work still running ({', '.join(running + stuck_pollers)}); "
-                "it was abandoned without reporting and the registration is kept",
-                running + stuck_pollers,
-            )
-        try:
-            receipt = deregister(self.client, worker_id=self.worker_id,
-                                 registration_token=self._registration_token, deadline=deadline,
-                                 clock=clock, sleep=self.backend.sleep)
-        except BaseException:
-            self._board.set_state(WorkerState.FAILED)
-            raise
-        logger.info("worker %s deregistered (%s)", self.worker_id, receipt.get("outcome"))
-        self._sticky.clear()
-        self._board.set_state(WorkerState.FAILED if self._loop_failed else WorkerState.STOPPED)
-
-    def _kill_abandoned(self, stuck_pollers: Sequence[str]) -> None:
-        """Cold stop: kill abandoned tasks (and stuck pollers) where the backend can (greenlets)."""
-        handles: List[TaskHandle] = [t.handle for t in self._inflight.snapshot() if t.handle is not None]
-        handles += [h for h in self._poller_handles if h.name in stuck_pollers]
-        killed = sum(1 for handle in handles if self.backend.kill(handle))
-        if killed:
-            logger.warning("worker %s cold stop: killed %d task(s) at their next cooperative point",
-                           self.worker_id, killed)
+        shutdown.drain_and_deregister(self)
 
     # -- run_until ---------------------------------------------------------------------------------
 
