@@ -14,6 +14,7 @@ import importlib.util
 from typing import List
 
 from tests._devserver import *  # noqa: F403
+from tests._sdk_missing import SDK_MISSING
 
 #: Test modules that import the published SDK when they load (paths relative to tests/).
 SDK_MODULES = [
@@ -28,8 +29,6 @@ SDK_MODULES = [
     "interop/test_sync_client_swap.py",
 ]
 SDK_INSTALLED = importlib.util.find_spec("durable_workflow") is not None
-SDK_MISSING = ("the published SDK durable-workflow 2.12 is not installed (it needs Python 3.10+; "
-               "pip install -e '.[dev]' installs it there)")
 
 collect_ignore: List[str] = [] if SDK_INSTALLED else list(SDK_MODULES)
 

@@ -15,8 +15,9 @@ import pytest
 
 from sync_worker.errors import FailureReportTooLarge
 from sync_worker.failure_reports import bound_request
+from tests._sdk_missing import SDK_MISSING
 
-sdk = pytest.importorskip("durable_workflow._failure_reporting")
+sdk = pytest.importorskip("durable_workflow._failure_reporting", reason=SDK_MISSING)
 
 _ALPHABET = 'abcXYZ 019\n\t"\\é€😀中'
 

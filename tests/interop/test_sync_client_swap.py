@@ -20,10 +20,11 @@ from sync_worker import activity, workflow
 from sync_worker.client import Client
 from sync_worker.devserver import DevServer
 from sync_worker.worker import Worker
+from tests._sdk_missing import SDK_MISSING
 from tests.e2e._worker_support import RunningWorker
 from tests.interop import _sdk_sync_script as sdk_script
 
-pytest.importorskip("durable_workflow.sync", reason="the published SDK (durable-workflow) is not installed")
+pytest.importorskip("durable_workflow.sync", reason=SDK_MISSING)
 
 SDK_IMPORT = "from durable_workflow.sync import Client, ScheduleAction, ScheduleSpec"
 OUR_IMPORT = "from sync_worker.client import Client, ScheduleAction, ScheduleSpec"

@@ -15,7 +15,9 @@ from typing import Any, Dict, List, Set, Tuple
 
 import pytest
 
-sdk_sync = pytest.importorskip("durable_workflow.sync", reason="the published SDK (durable-workflow) is not installed")
+from tests._sdk_missing import SDK_MISSING
+
+sdk_sync = pytest.importorskip("durable_workflow.sync", reason=SDK_MISSING)
 
 from sync_worker import client as ours  # noqa: E402
 

@@ -7,6 +7,7 @@ from sync_worker_celery import Celery
 from sync_worker_celery.wire import decode_call, encode_call, exponential_backoff, retry_policy_for
 
 from sync_worker import payloads
+from tests._sdk_missing import SDK_MISSING
 
 
 def test_positional_only_calls_travel_unchanged() -> None:
@@ -40,7 +41,7 @@ def test_avro_bytes_of_a_kwargs_call_are_pinned() -> None:
     # add(2, y=3): the exact envelope a workflow in any SDK must send
     blob = payloads.envelope(encode_call((2,), {"y": 3}))
     assert blob == {"codec": "avro", "blob": "wwHioz3/VYAiNwwEBAQOAhRfX2t3YXJnc19fDgICeQQGAAAA"}
-    serializer = pytest.importorskip("durable_workflow.serializer", reason="the published SDK is a dev dependency")
+    serializer = pytest.importorskip("durable_workflow.serializer", reason=SDK_MISSING)
     # the published SDK's workflow sends exactly these bytes for [2, {"__kwargs__": {"y": 3}}]
     assert serializer.envelope([2, {"__kwargs__": {"y": 3}}], codec="avro") == blob
     assert decode_call(payloads.decode(blob["blob"])) == ([2], {"y": 3}, {})

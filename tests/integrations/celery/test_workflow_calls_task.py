@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from sync_worker import Worker, workflow
+from tests._sdk_missing import SDK_MISSING
 
 from ._support import pool
 
@@ -40,7 +41,7 @@ def test_a_sync_worker_workflow_calls_a_celery_task_with_kwargs(sample_app) -> N
 
 
 def test_the_published_sdk_workflow_calls_a_celery_task_with_kwargs(sample_app, celery_server) -> None:
-    sdk = pytest.importorskip("durable_workflow", reason="the published SDK is a dev dependency")
+    sdk = pytest.importorskip("durable_workflow", reason=SDK_MISSING)
     from tests.interop._sdk import run, with_worker
 
     @sdk.workflow.defn(name="celery.interop.sdk_greeter")

@@ -12,6 +12,7 @@ import pytest
 from sync_worker.devserver import DevServer
 from sync_worker.payloads import decode_envelope, envelope
 from tests._fixtures import load_fixture
+from tests._sdk_missing import SDK_MISSING
 from tests.unit.devserver._raw import Raw
 
 CONTROL_PLANE = "sdk-python/tests/fixtures/control-plane"
@@ -153,9 +154,7 @@ def test_history_export_bundle_verifies_with_the_sdk_verifier(raw: Raw) -> None:
     assert [e["type"] for e in bundle["history_events"]] == raw.types("wf-export")
     assert decode_envelope(bundle["payloads"]["output"]["data"]) == {"ok": True}
     # the published SDK's verifier (it needs Python 3.10+) checks the bundle's integrity proof
-    verify_bundle = pytest.importorskip(
-        "durable_workflow.history_bundle_verify", reason="the published SDK durable-workflow 2.12 is not installed "
-        "(it needs Python 3.10+; pip install -e '.[dev]' installs it there)").verify_bundle
+    verify_bundle = pytest.importorskip("durable_workflow.history_bundle_verify", reason=SDK_MISSING).verify_bundle
     report = verify_bundle(bundle)
     assert report["status"] == "ok", report
     tampered = copy.deepcopy(bundle)

@@ -16,6 +16,7 @@ from sync_worker.workflow import (
     WorkflowContext,
 )
 from sync_worker.workflow.context import condition_fingerprint
+from tests._sdk_missing import SDK_MISSING
 
 from ._helpers import STARTED_AT
 
@@ -140,7 +141,7 @@ def test_continue_as_new_shape() -> None:
 
 
 def test_determinism_helpers_match_the_published_sdk() -> None:
-    sdk = pytest.importorskip("durable_workflow.workflow")
+    sdk = pytest.importorskip("durable_workflow.workflow", reason=SDK_MISSING)
     from datetime import datetime
 
     theirs = sdk.WorkflowContext(workflow_id="wf-1", run_id="run-7", current_time=datetime.fromisoformat(STARTED_AT))

@@ -14,6 +14,7 @@ from sync_worker import payloads
 from sync_worker import workflow as our_workflow
 from sync_worker.workflow import WorkflowContext, WorkflowRegistry, execute_workflow_task, replay
 from sync_worker.workflow.streams import CURSOR_SCHEMA, MESSAGE_SCHEMA, sdk_stream_wait_fingerprint
+from tests._sdk_missing import SDK_MISSING
 
 from ._helpers import ev, started
 
@@ -227,7 +228,7 @@ HISTORIES: List[Tuple[str, str, List[Dict[str, Any]]]] = [
 
 @pytest.mark.parametrize(("name", "label", "history"), HISTORIES, ids=[f"{n}-{label}" for n, label, _ in HISTORIES])
 def test_same_outcome_as_the_published_sdk(name: str, label: str, history: List[Dict[str, Any]]) -> None:
-    sdk_workflow = pytest.importorskip("durable_workflow.workflow")
+    sdk_workflow = pytest.importorskip("durable_workflow.workflow", reason=SDK_MISSING)
     theirs = _classes(sdk_workflow)[name]
     outcome = sdk_workflow.replay(theirs, history, [], workflow_id="wf-s", run_id="run-s", payload_codec="avro")
     expected = (list(sdk_workflow.commands_to_server_commands(outcome.commands, "q")),

@@ -15,9 +15,10 @@ from sync_worker import errors as our_errors
 from sync_worker import payloads
 from sync_worker import workflow as our_workflow
 from tests._fixtures import fixtures_dir, load_fixture
+from tests._sdk_missing import SDK_MISSING
 
-sdk_workflow = pytest.importorskip("durable_workflow.workflow")
-sdk_errors = pytest.importorskip("durable_workflow.errors")
+sdk_workflow = pytest.importorskip("durable_workflow.workflow", reason=SDK_MISSING)
+sdk_errors = pytest.importorskip("durable_workflow.errors", reason=SDK_MISSING)
 
 QUEUE = "xcheck-queue"
 

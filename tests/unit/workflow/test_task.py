@@ -15,6 +15,7 @@ from sync_worker.workflow import (
     workflow_command_contract,
     workflow_definition_fingerprint,
 )
+from tests._sdk_missing import SDK_MISSING
 
 from ._helpers import activity_done, blob, ev, started
 
@@ -282,6 +283,6 @@ def test_command_contract_and_fingerprint() -> None:
 
 
 def test_registration_data_matches_the_published_sdk() -> None:
-    sdk_worker = pytest.importorskip("durable_workflow.worker")
+    sdk_worker = pytest.importorskip("durable_workflow.worker", reason=SDK_MISSING)
     assert workflow_command_contract(Orders) == sdk_worker._workflow_command_contract(Orders)
     assert workflow_definition_fingerprint(Orders) == sdk_worker._workflow_definition_fingerprint(Orders)
