@@ -17,8 +17,11 @@ from typing import Iterator, Tuple
 
 import pytest
 
+from tests._sdk_missing import DJANGO_TASKS_MISSING, DJANGO_TASKS_UNAVAILABLE
 from tests.integrations.test_django_project import run_project_suite
 
+if DJANGO_TASKS_UNAVAILABLE:
+    pytest.skip(DJANGO_TASKS_MISSING, allow_module_level=True)
 pytest.importorskip("django", reason="Django is not installed: pip install -e '.[dev]' installs it")
 pytest.importorskip("psycopg", reason="psycopg 3 is not installed: pip install -e '.[dev]' installs it")
 

@@ -19,9 +19,13 @@ from typing import Dict, List
 
 import pytest
 
+from tests._sdk_missing import DJANGO_TASKS_MISSING, DJANGO_TASKS_UNAVAILABLE
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "django_shop")
 
+if DJANGO_TASKS_UNAVAILABLE:
+    pytest.skip(DJANGO_TASKS_MISSING, allow_module_level=True)
 pytest.importorskip("django", reason="Django is not installed: pip install -e '.[dev]' installs it")
 
 

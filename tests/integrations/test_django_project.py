@@ -16,9 +16,13 @@ import tempfile
 
 import pytest
 
+from tests._sdk_missing import DJANGO_TASKS_MISSING, DJANGO_TASKS_UNAVAILABLE
+
 PROJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "django_project")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+if DJANGO_TASKS_UNAVAILABLE:
+    pytest.skip(DJANGO_TASKS_MISSING, allow_module_level=True)
 pytest.importorskip("django", reason="Django is not installed: pip install -e '.[dev]' installs it")
 
 
