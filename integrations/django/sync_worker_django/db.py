@@ -8,9 +8,9 @@ same job around every activity attempt, workflow task and query task:
   autocommit or outlived ``CONN_MAX_AGE``) and, under ``DEBUG``, ``reset_queries()`` so
   the query log does not grow without bound;
 * after: ``close_old_connections()``, then every connection this slot opened is closed --
-  each task runs in its own thread or greenlet, so a connection left open would only leak
-  until garbage collection, and a database restart must never leave a poisoned connection
-  behind for later tasks.
+  each task runs in its own greenlet or in a slot thread that later tasks reuse, so a
+  connection left open would leak until garbage collection or be inherited by the next task,
+  and a database restart must never leave a poisoned connection behind for later tasks.
 
 Nothing is closed while a connection is inside ``atomic()`` (a ``TestCase`` transaction, or
 an activity run inline by a test) or shared between threads (``LiveServerTestCase``).
