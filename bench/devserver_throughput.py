@@ -264,8 +264,8 @@ def main() -> None:
                     one = _measure(db, kind, "activities", args.measured)
                     results.setdefault((kind, ready, stored), []).append(one["rate"])
                     print(f"round {round_no + 1} {kind:11s} ready {ready:6d} stored {stored:6d}: "
-                          f"{one['rate']:6.0f} activities/s  server {100 * one['server_share']:.0f}% of a core",
-                          flush=True)
+                          f"{one['rate']:6.0f} activities/s  server {100 * one['server_share']:.0f}% of a core, "
+                          f"{1000 * one['server_share'] / max(1e-9, one['rate']):.2f} ms CPU/activity", flush=True)
                     for suffix in ("", "-wal", "-shm"):
                         if os.path.exists(db + suffix):
                             os.unlink(db + suffix)
