@@ -4,8 +4,9 @@ Tasks of a running worker (threads or greenlets, all spawned through the backend
 
 * the caller of :meth:`Worker.run` registers, then supervises (a five-second progress
   tick, and a check that no poller died);
-* one poller per configured role (workflow, activity, query; the query poller owns a
-  cloned client and connection pool);
+* the pollers of each configured role (workflow, activity: ``max_concurrent_*_task_polls``
+  each, every one polling only with a reserved free slot; query: one, on a cloned client and
+  connection pool);
 * the registration heartbeat;
 * one task per accepted workflow or activity task, each holding its slot.
 
