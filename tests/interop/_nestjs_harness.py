@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE_DIR = Path(__file__).resolve().parent / "nestjs"
 CONTROL_SCRIPT = Path(__file__).resolve().parent / "_nestjs_control.py"
@@ -343,6 +345,27 @@ class Fleet:
             engine = Engine(self.transport, prefix, url=self.url)
             self.members[kind] = (engine, worker)
         return self.members[kind]
+
+    def member(self, kind: str) -> Any:
+        """``get``, skipping (with the reason) when the published control is not installed."""
+        if kind == "control":
+            reason = missing(self.transport, control=True)
+            if reason:
+                pytest.skip(reason)
+        return self.get(kind)
+
+    def assert_matches_control(self, scenarios: Any) -> None:
+        """What the engine recorded for our workers equals what it recorded for the control."""
+        control = {s: self.records.get(("control", s)) for s in scenarios}
+        if not all(control.values()):
+            pytest.skip("the control scenarios did not all run (see their skips or failures)")
+        differences = []
+        for kind in ("threads", "gevent"):
+            for scenario in scenarios:
+                ours = self.records.get((kind, scenario))
+                if ours != control[scenario]:
+                    differences.append(f"{kind}/{scenario}: ours={ours} control={control[scenario]}")
+        assert not differences, "\n".join(differences)
 
     def workdir(self, kind: str, scenario: str) -> Path:
         path = self.base_dir / kind / scenario

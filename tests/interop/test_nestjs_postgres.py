@@ -7,7 +7,7 @@ database ``sw_nestjs`` on the shared server.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 
@@ -30,18 +30,11 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     fleet.close()
 
 
-def _member(fleet: Fleet, kind: str) -> Any:
-    if kind == "control":
-        reason = missing("postgresql", control=True)
-        if reason:
-            pytest.skip(reason)
-    return fleet.get(kind)
-
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 @pytest.mark.parametrize("kind", KINDS)
 def test_engine_runs_the_step(fleet: Fleet, kind: str, scenario: str) -> None:
-    engine, worker = _member(fleet, kind)
+    engine, worker = fleet.member(kind)
     fleet.records[(kind, scenario)] = SCENARIOS[scenario](engine, worker, fleet.workdir(kind, scenario))
 
 
@@ -57,13 +50,4 @@ def test_a_long_step_keeps_its_claim(fleet: Fleet, kind: str) -> None:
 
 
 def test_engine_records_match_the_control(fleet: Fleet) -> None:
-    control = {s: fleet.records.get(("control", s)) for s in SCENARIOS}
-    if not all(control.values()):
-        pytest.skip("the control scenarios did not all run (see their skips or failures)")
-    differences = []
-    for kind in ("threads", "gevent"):
-        for scenario in SCENARIOS:
-            ours = fleet.records.get((kind, scenario))
-            if ours != control[scenario]:
-                differences.append(f"{kind}/{scenario}: ours={ours} control={control[scenario]}")
-    assert not differences, "\n".join(differences)
+    fleet.assert_matches_control(SCENARIOS)
