@@ -1,10 +1,11 @@
-"""Abortable, gevent-cheap pooled connections shared by both transport paths.
+"""Abortable, gevent-cheap connections: the request slot both transport paths share, and the
+requests adapter of the control plane.
 
 urllib3 picks a pooled connection deep inside ``urlopen``; to shut down the socket of the
 request a given thread is making, each connection records itself in a thread-local slot when it
 starts sending (:class:`RequestSlot`). Under gevent, ``threading.local`` is patched to be
-greenlet-local. The worker plane uses these connections through urllib3 directly
-(:func:`tracked_pool_manager`), the control plane through requests (:class:`TrackedAdapter`).
+greenlet-local. The worker plane's ``http.client`` pool (:mod:`.stdlib_pool`) hands its
+connection to the slot itself.
 """
 
 from __future__ import annotations
@@ -15,15 +16,14 @@ import socket
 import ssl
 import sys
 import threading
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Optional
 
 import urllib3
 from requests.adapters import HTTPAdapter
-from urllib3 import PoolManager
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-__all__ = ["TRACKED_POOLS", "RequestSlot", "TrackedAdapter", "active", "tracked_pool_manager"]
+__all__ = ["TRACKED_POOLS", "RequestSlot", "TrackedAdapter", "active", "readable_now"]
 
 #: The slot of the abortable request this thread (greenlet) is making, if any.
 active = threading.local()
@@ -67,7 +67,7 @@ def _shutdown(connection: Any) -> None:
 _native_poll: Optional[Callable[[], Any]] = None
 
 
-def _readable_now(sock: Any) -> bool:
+def readable_now(sock: Any) -> bool:
     """Whether ``sock`` has data or EOF waiting, without blocking.
 
     This is urllib3's "was the pooled connection dropped?" check, done with the process's native
@@ -93,7 +93,7 @@ class _TrackedMixin:
         if sock is None:
             return False
         try:
-            return not _readable_now(sock)
+            return not readable_now(sock)
         except (OSError, ValueError):
             return False
 
@@ -183,35 +183,3 @@ class TrackedAdapter(HTTPAdapter):
         conn.cert_reqs = "CERT_REQUIRED"
         conn.ca_certs = None
         conn.ca_cert_dir = None
-
-
-def tracked_pool_manager(size: int, verify: Any, ssl_context: Optional[ssl.SSLContext] = None) -> PoolManager:
-    """The worker plane's pool: urllib3 directly (no requests layer), abortable connections.
-
-    ``ssl_context``, when given, is used as given (as on the control plane). Otherwise ``verify``
-    as requests takes it: ``True`` (the CA bundle requests uses), ``False`` (no certificate
-    check) or the path of a CA bundle.
-    """
-    options: Dict[str, Any] = {}
-    if ssl_context is not None:
-        options["ssl_context"] = ssl_context
-        options["cert_reqs"] = "CERT_REQUIRED"
-    elif verify is False:
-        options["cert_reqs"] = "CERT_NONE"
-    else:
-        options["cert_reqs"] = "CERT_REQUIRED"
-        options["ca_certs"] = verify if isinstance(verify, str) else _default_ca_bundle()
-    manager = PoolManager(num_pools=4, maxsize=size, block=False, retries=False, **options)
-    manager.pool_classes_by_scheme = dict(TRACKED_POOLS)
-    manager.key_fn_by_scheme = dict(manager.key_fn_by_scheme)
-    return manager
-
-
-def _default_ca_bundle() -> Optional[str]:
-    try:
-        import certifi
-    except ImportError:  # pragma: no cover - requests always brings certifi
-        return None
-    return str(certifi.where())
-
-

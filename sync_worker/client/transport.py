@@ -1,13 +1,14 @@
-"""The transport: the only code that touches requests/urllib3 (with ``connections``).
+"""The transport: the only code that touches HTTP libraries (with ``connections`` and ``stdlib_pool``).
 
 What lives here:
 
-* two paths over the same abortable connections: the worker plane (polls, task outcomes,
-  heartbeats: the hot path) on urllib3's pool directly, the control plane on a
+* two paths, both abortable: the worker plane (polls, task outcomes, heartbeats: the hot
+  path) on a pool of ``http.client`` connections (:mod:`.stdlib_pool`), the control plane on a
   ``requests.Session`` (what users' tooling and ``responses``-based tests expect). The
-  direct path saves about a third of a worker's CPU per task (``bench/worker_throughput.py``);
+  direct path costs about half the worker CPU per task of the requests path
+  (``bench/worker_throughput.py``);
 * connection pools sized for the caller's concurrency (pollers plus slots), so a busy worker
-  never sees urllib3's "connection pool is full, discarding connection";
+  never closes connections it will need again ("connection pool is full");
 * fork safety: a forked child gets a fresh session and pool for every transport it inherited
   (``os.register_at_fork``), so a pre-fork (``--preload``) client never shares a socket with
   its parent;
@@ -26,10 +27,12 @@ URLs or credentials); the original is chained as ``__cause__``.
 from __future__ import annotations
 
 import enum
+import http.client
 import json
 import logging
 import os
 import random
+import socket
 import ssl
 import threading
 import weakref
@@ -38,14 +41,13 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import urlencode
 
 import requests
-import urllib3
-from urllib3 import exceptions as u3
 
 from .. import errors
 from ..cancel import CancelToken
-from .connections import RequestSlot, TrackedAdapter, active, tracked_pool_manager
+from .connections import RequestSlot, TrackedAdapter, active
 from .deadlines import watchdog
 from .statuses import _body_reason, raise_for_status
+from .stdlib_pool import ConnectFailed, StdlibPool
 
 logger = logging.getLogger("sync_worker.http")
 
@@ -143,6 +145,8 @@ class Transport:
         self._session.trust_env = False
         self._capacity_lock = threading.Lock()
         self._mount(self.max_connections)
+        self._direct = StdlibPool(self.base_url, self.max_connections, verify=self.verify,
+                                  ssl_context=self.ssl_context)
         self.pid = os.getpid()
 
     def _reset_after_fork(self) -> None:
@@ -153,7 +157,6 @@ class Transport:
         adapter = TrackedAdapter(pool_connections=4, pool_maxsize=size, max_retries=0, ssl_context=self.ssl_context)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
-        self._direct = tracked_pool_manager(size, self.verify, self.ssl_context)
 
     def ensure_capacity(self, connections: int) -> None:
         """Grow the pools to at least ``connections`` (requests in flight finish on the old ones)."""
@@ -161,6 +164,7 @@ class Transport:
             if connections > self.max_connections:
                 self.max_connections = connections
                 self._mount(connections)
+                self._direct.resize(connections)
 
     def close(self) -> None:
         self._session.close()
@@ -185,13 +189,13 @@ class Transport:
         """Send one logical request (with transport retries per ``retry``) and map errors.
 
         ``route`` is the static route template used in logs and errors (never the concrete
-        URL with ids). ``direct`` sends it on urllib3's pool without requests (the worker
-        plane). Raises :class:`~sync_worker.errors.WorkerShutdown` when ``cancel`` fires, typed
+        URL with ids). ``direct`` sends it on the ``http.client`` pool without requests (the
+        worker plane). Raises :class:`~sync_worker.errors.WorkerShutdown` when ``cancel`` fires, typed
         :class:`~sync_worker.errors.ServerError` subclasses for error statuses and
         :class:`~sync_worker.errors.TransportError` when no response arrived.
         """
         data = None if json_body is None else _dumps(json_body)
-        url = self.base_url + path
+        url = path if direct else self.base_url + path  # the direct pool is bound to the origin
         if params:
             url += "?" + urlencode(params, doseq=True)
         attempts = 1 if retry is RetryMode.NEVER else max(1, self.retry.max_attempts)
@@ -234,7 +238,8 @@ class Transport:
         slot = RequestSlot()
         handle = cancel.add_callback(slot.abort) if cancel is not None else None
         previous = getattr(active, "slot", None)
-        active.slot = slot
+        if not direct:  # the requests path finds the slot through the thread-local
+            active.slot = slot
         read_budget = read_timeout or self.timeout
         # The absolute deadline of this attempt: further bytes never extend it (a read timeout
         # alone applies per recv, so a dripping server could hold the request for ever).
@@ -242,22 +247,21 @@ class Transport:
         deadline = watchdog().schedule(budget, slot.abort)
         exchange = self._exchange_direct if direct else self._exchange_requests
         try:
-            status, content_type, content = exchange(method, url, route, headers, data, read_budget)
+            status, content_type, content = exchange(method, url, route, headers, data, read_budget, slot)
         except errors.ResponseTooLarge:
             raise
-        except (requests.RequestException, u3.HTTPError, ConnectionAbortedError, OSError) as exc:
+        except (requests.RequestException, http.client.HTTPException, OSError) as exc:
             if cancel is not None and cancel.cancelled:
                 raise errors.WorkerShutdown(f"{route}: interrupted by shutdown") from exc
             if deadline.fired:
                 raise _deadline_error(route, budget) from exc
             if isinstance(exc, requests.RequestException):
                 raise _transport_error(exc, route) from exc
-            if isinstance(exc, u3.HTTPError):
-                raise _direct_error(exc, route) from exc
-            raise errors.TransportError(f"{route}: {type(exc).__name__}", route=route) from exc
+            raise _direct_error(exc, route) from exc
         finally:
             watchdog().cancel(deadline)
-            active.slot = previous
+            if not direct:
+                active.slot = previous
             if cancel is not None and handle is not None:
                 cancel.remove_callback(handle)
         body = _parse_body(content, content_type, status, route)
@@ -267,7 +271,7 @@ class Transport:
         return Response(status=status, body=body, content_type=content_type)
 
     def _exchange_requests(self, method: str, url: str, route: str, headers: Mapping[str, str],
-                           data: Optional[bytes], read_budget: float) -> Tuple[int, str, bytes]:
+                           data: Optional[bytes], read_budget: float, slot: RequestSlot) -> Tuple[int, str, bytes]:
         raw = self._session.request(
             method, url, data=data, headers=dict(headers), timeout=(self.connect_timeout, read_budget),
             verify=self.verify, allow_redirects=False, stream=True,
@@ -276,20 +280,12 @@ class Transport:
         content = self._bounded(route, declared, raw.iter_content(chunk_size=64 * 1024), raw.close)
         return raw.status_code, raw.headers.get("Content-Type", ""), content
 
-    def _exchange_direct(self, method: str, url: str, route: str, headers: Mapping[str, str],
-                         data: Optional[bytes], read_budget: float) -> Tuple[int, str, bytes]:
-        raw = self._direct.urlopen(
-            method, url, body=data, headers=dict(headers), redirect=False, retries=False,
-            timeout=urllib3.Timeout(connect=self.connect_timeout, read=read_budget), preload_content=False,
+    def _exchange_direct(self, method: str, target: str, route: str, headers: Mapping[str, str],
+                         data: Optional[bytes], read_budget: float, slot: RequestSlot) -> Tuple[int, str, bytes]:
+        return self._direct.exchange(
+            method, target, headers, data, connect_timeout=self.connect_timeout, read_timeout=read_budget,
+            slot=slot, read_body=lambda declared, chunks, close: self._bounded(route, declared, chunks, close),
         )
-        try:
-            declared = raw.headers.get("Content-Length")
-            content = self._bounded(route, declared, raw.stream(64 * 1024), raw.close)
-        except BaseException:
-            raw.close()
-            raise
-        raw.release_conn()
-        return raw.status, raw.headers.get("Content-Type", ""), content
 
     def _bounded(self, route: str, declared: Optional[str], chunks: Any, close: Callable[[], None]) -> bytes:
         """The response body, refused (and the connection closed) past ``max_body_bytes``."""
@@ -383,11 +379,14 @@ def _transport_error(exc: requests.RequestException, route: str) -> errors.Trans
     return errors.TransportError(f"{route}: {type(exc).__name__}", route=route, timeout=timeout, connect=connect)
 
 
-def _direct_error(exc: u3.HTTPError, route: str) -> errors.TransportError:
-    """urllib3's own exceptions as the same typed errors the requests path gives."""
-    connect = isinstance(exc, (u3.NewConnectionError, u3.ConnectTimeoutError)) or _is_connect_failure(exc)
-    timeout = isinstance(exc, u3.TimeoutError) and not isinstance(exc, u3.NewConnectionError)
-    return errors.TransportError(f"{route}: {type(exc).__name__}", route=route, timeout=timeout, connect=connect)
+def _direct_error(exc: BaseException, route: str) -> errors.TransportError:
+    """The ``http.client`` pool's failures as the same typed errors the requests path gives."""
+    if isinstance(exc, ConnectFailed):
+        return errors.TransportError(f"{route}: connect failed ({exc})", route=route, timeout=exc.timed_out,
+                                     connect=True)
+    timeout = isinstance(exc, socket.timeout)
+    name = type(exc).__name__
+    return errors.TransportError(f"{route}: {name}", route=route, timeout=timeout, connect=False)
 
 
 def _is_connect_failure(exc: BaseException) -> bool:
