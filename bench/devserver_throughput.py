@@ -17,6 +17,15 @@ times the measured completions by reading the database (read-only, every 10 ms) 
 activities/s and the server's CPU share over that window, from ``/proc`` (near 100% means the
 server is the bottleneck; well below means the workers or the machine are).
 
+``raw`` (not in the default set) is the cheapest client that can drive the server, see
+:func:`raw_worker`: with it the server, not the workers, is the limit, so its rate is what the
+server does on its one core.
+
+Besides activities/s, the summary prints the server's own ms CPU per activity (CPU seconds of the
+server process over the timed window / completions) with min/median/max over the rounds: the
+figure to judge flatness by on a noisy machine, since it does not depend on how fast the workers
+on the other core happened to be.
+
 ``--workflows N`` also times N one-activity workflows (start, workflow task, activity, workflow
 task, completed) with our worker (4 processes, workflow and activity pollers).
 """
@@ -52,6 +61,7 @@ QUEUE = "bench"
 NOOP_TYPE = "bench.noop"
 FLOW_TYPE = "bench.one_activity"
 KINDS = ("sdk", "threads", "gevent", "threads-p4", "gevent-p4")
+EXTRA_KINDS = ("raw",)  # not in the default set: the server-bound client, see raw_worker
 CASES = ("300:0", "10000:0", "300:100000", "10000:100000")
 SERVER_CORE = 0
 WORKERS = 4
@@ -129,9 +139,65 @@ def server_child(db: str) -> None:
         print("CPU " + json.dumps(_cpu() - start), flush=True)
 
 
+def _raw_request(path: str, host: str, body: Dict[str, object], accept: str = "application/json") -> bytes:
+    data = json.dumps(body).encode()
+    head = (f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAccept-Encoding: identity\r\n"
+            f"Content-Length: {len(data)}\r\nUser-Agent: devserver-bench-raw\r\nContent-Type: application/json\r\n"
+            f"Accept: {accept}\r\nX-Namespace: default\r\nX-Durable-Workflow-Protocol-Version: 1.20\r\n\r\n")
+    return head.encode() + data
+
+
+def raw_worker(url: str, stop: threading.Event) -> None:
+    """The cheapest client that can drive the server: one keep-alive socket, poll then complete.
+
+    It sends what our worker's transport sends (same headers, same bodies) but parses the
+    response by hand, so its own CPU per activity is a fraction of the server's and the server
+    (pinned to its core) becomes the limit: the rate it reaches is the server's one-core rate.
+    """
+    import socket
+    import uuid
+
+    host = url.split("//", 1)[1]
+    address, port = host.rsplit(":", 1)
+    sock = socket.create_connection((address, int(port)))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    reader = sock.makefile("rb")
+    worker_id = f"raw-{uuid.uuid4().hex[:8]}"
+
+    def call(request: bytes) -> Dict[str, object]:
+        sock.sendall(request)
+        length = 0
+        while True:
+            line = reader.readline()
+            if line in (b"\r\n", b""):
+                break
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        answer: Dict[str, object] = json.loads(reader.read(length))
+        return answer
+
+    call(_raw_request("/api/worker/register", host, {"worker_id": worker_id, "task_queue": QUEUE, "runtime": "python",
+                                                    "supported_activity_types": [NOOP_TYPE]}))
+    from sync_worker.payloads import envelope
+
+    result = envelope(None)
+    while not stop.is_set():
+        answer = call(_raw_request("/api/worker/activity-tasks/poll", host, {
+            "worker_id": worker_id, "task_queue": QUEUE, "poll_request_id": f"activity-poll-{uuid.uuid4().hex}",
+            "timeout_seconds": 1}, "application/vnd.durable-workflow.poll.v1+json, application/json;q=0.9"))
+        task = answer.get("task")
+        if isinstance(task, dict):
+            call(_raw_request(f"/api/worker/activity-tasks/{task['task_id']}/complete", host, {
+                "activity_attempt_id": task["activity_attempt_id"], "lease_owner": worker_id, "result": result}))
+    sock.close()
+
+
 def worker_child(kind: str, url: str, flows: bool) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if kind == "raw":
+        raw_worker(url, stop)
+        return
     if kind == "sdk":
         import asyncio
 
@@ -250,8 +316,12 @@ def main() -> None:
     parser.add_argument("--workflows", type=int, default=0, help="also time N one-activity workflows")
     args = parser.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
+    unknown = [k for k in kinds if k not in KINDS + EXTRA_KINDS]
+    if unknown:
+        parser.error(f"unknown kinds {unknown}; choose from {', '.join(KINDS + EXTRA_KINDS)}")
     cases: List[Tuple[int, int]] = [(int(c.split(":")[0]), int(c.split(":")[1])) for c in args.cases.split(",") if c]
     results: Dict[Tuple[str, int, int], List[float]] = {}
+    costs: Dict[Tuple[str, int, int], List[float]] = {}  # the server's ms CPU per activity
     flows: Dict[str, List[float]] = {}
     with tempfile.TemporaryDirectory(prefix="devserver-bench-") as directory:
         for round_no in range(args.rounds):
@@ -263,6 +333,8 @@ def main() -> None:
                     fill(db, activities=ready + args.measured)
                     one = _measure(db, kind, "activities", args.measured)
                     results.setdefault((kind, ready, stored), []).append(one["rate"])
+                    ms_cpu = 1000 * one["server_share"] / max(1e-9, one["rate"])
+                    costs.setdefault((kind, ready, stored), []).append(ms_cpu)
                     print(f"round {round_no + 1} {kind:11s} ready {ready:6d} stored {stored:6d}: "
                           f"{one['rate']:6.0f} activities/s  server {100 * one['server_share']:.0f}% of a core, "
                           f"{1000 * one['server_share'] / max(1e-9, one['rate']):.2f} ms CPU/activity", flush=True)
@@ -270,7 +342,7 @@ def main() -> None:
                         if os.path.exists(db + suffix):
                             os.unlink(db + suffix)
             if args.workflows:
-                for kind in [k for k in order if k != "sdk"]:
+                for kind in [k for k in order if k not in ("sdk", "raw")]:
                     db = os.path.join(directory, "flows.sqlite")
                     fill(db, workflows=args.workflows)
                     one = _measure(db, kind, "workflows", args.workflows, flows=True)
@@ -296,6 +368,18 @@ def main() -> None:
         rates = [statistics.median(results[(kind, r, s)]) for r, s in cases]
         if rates:
             print(f"  {kind:11s} flatness across cases: slowest/fastest = {min(rates) / max(rates):.2f}")
+    print(f"\nthe server's own ms CPU per activity (poll + complete; from /proc, independent of the workers' speed); "
+          f"median (min..max) over {args.rounds} round(s)")
+    for ready, stored in cases:
+        for kind in kinds:
+            ms = costs[(kind, ready, stored)]
+            print(f"  ready {ready:6d} stored {stored:6d} {kind:11s} {statistics.median(ms):.3f} "
+                  f"({min(ms):.3f}..{max(ms):.3f}) ms  = {1000 / statistics.median(ms):5.0f} activities/s per core")
+    for kind in kinds:
+        medians = [statistics.median(costs[(kind, r, s)]) for r, s in cases]
+        if len(medians) > 1:
+            print(f"  {kind:11s} server cost flatness across cases: "
+                  f"cheapest/dearest = {min(medians) / max(medians):.2f}")
     for pool in ("", "-p4"):
         threads, gevent = results.get(("threads" + pool, *cases[0])), results.get(("gevent" + pool, *cases[0]))
         if threads and gevent:

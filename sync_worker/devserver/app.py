@@ -1,19 +1,19 @@
-"""The HTTP layer (stdlib ``ThreadingHTTPServer``, HTTP/1.1 keep-alive) and :class:`DevServer`."""
+"""The HTTP layer (stdlib ``socketserver`` threads, the lean HTTP/1.1 wire of :mod:`.wire`) and :class:`DevServer`."""
 
 from __future__ import annotations
 
-import json
+import functools
 import logging
 import select
 import socket
+import socketserver
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Type
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from .admission import admit
+from .admission import PROTOCOL_HEADER, admit
 from .discovery import WORKER_PROTOCOL_VERSION
 from .encoding import encode_body
 from .engine import Config, Engine
@@ -24,13 +24,15 @@ from .timers import Scheduler
 from .ui import UI, UiResponse
 from .util import ApiError
 from .validation import parse_json_body
+from .wire import CONTINUE, Headers, WireError, error_response, read_head, response
 
 log = logging.getLogger("sync_worker.devserver")
 
 _UI_MAX_FORM_BYTES = 256 * 1024
+_DEBUG = functools.partial(log.isEnabledFor, logging.DEBUG)
 
 
-class _HTTPServer(ThreadingHTTPServer):
+class _HTTPServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 1024
@@ -74,9 +76,13 @@ class _HTTPServer(ThreadingHTTPServer):
             thread.join(timeout)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    wbufsize = 64 * 1024  # headers and body leave in one segment (no Nagle/delayed-ACK stalls)
+_METHODS = frozenset({"GET", "POST", "DELETE", "PUT", "PATCH"})
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    """One keep-alive connection: read a head (:mod:`.wire`), dispatch, answer in one ``sendall``."""
+
+    rbufsize = 64 * 1024
     server: _HTTPServer
 
     def setup(self) -> None:
@@ -87,6 +93,11 @@ class _Handler(BaseHTTPRequestHandler):
             pass
         with self.server.conn_lock:
             self.server.open_connections.add(self.connection)
+        self.close_connection = False
+        self.command = ""
+        self.path = ""
+        self.headers = Headers()
+        self.content_length = 0
 
     def finish(self) -> None:
         try:
@@ -95,85 +106,68 @@ class _Handler(BaseHTTPRequestHandler):
             with self.server.conn_lock:
                 self.server.open_connections.discard(self.connection)
 
-    def send_error(self, code: int, message: Optional[str] = None, explain: Optional[str] = None) -> None:
-        """Protocol-level refusals from the stdlib parser get the same JSON envelope as the API."""
-        if code == 501:  # an HTTP method the server has no handler for
-            code = 405
-        reasons = {400: "bad_request", 405: "method_not_allowed", 408: "request_timeout", 414: "uri_too_long",
-                   431: "request_header_fields_too_large"}
-        self.close_connection = True
-        body = json.dumps({"error": message or "bad request", "reason": reasons.get(code, "http_error")}).encode()
+    def handle(self) -> None:
+        while not self.close_connection:
+            try:
+                self._handle_one()
+            except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+                return
+
+    def _handle_one(self) -> None:
         try:
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Connection", "close")
-            if self.command != "HEAD":
-                self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-            self.wfile.flush()
-        except OSError:
-            pass
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s - %s", self.address_string(), format % args)
-
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
-
-    def do_DELETE(self) -> None:
-        self._dispatch("DELETE")
-
-    def do_PUT(self) -> None:
-        self._dispatch("PUT")
-
-    def do_PATCH(self) -> None:
-        self._dispatch("PATCH")
+            head = read_head(self.rfile)
+        except WireError as refusal:
+            self.close_connection = True
+            log.debug("refused a request from %s: %s %s", self.client_address, refusal.status, refusal.message)
+            self.connection.sendall(error_response(refusal))
+            return
+        except OSError:  # the peer vanished or our own stop shut the socket
+            self.close_connection = True
+            return
+        if head is None:
+            self.close_connection = True
+            return
+        self.command, self.path, self.headers = head.method, head.target, head.headers
+        self.content_length = head.content_length
+        self.close_connection = not head.keep_alive
+        if head.method not in _METHODS:  # the body stays unread: this connection cannot be reused
+            self.close_connection = True
+            self._send(405, {"error": f"HTTP method {head.method} is not supported", "reason": "method_not_allowed",
+                             "message": f"HTTP method {head.method} is not supported"})
+            return
+        if head.expect_continue and head.content_length:
+            self.connection.sendall(CONTINUE)
+        if _DEBUG():
+            log.debug("%s %s", self.client_address[0], head.request_line)
+        self._dispatch(head.method)
 
     def _send(self, status: int, body: Any, headers: Optional[Dict[str, str]] = None) -> None:
-        data = encode_body(body)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(data)
-        self.wfile.flush()
+        self.connection.sendall(response(status, encode_body(body), headers=(headers or {}).items(),
+                                         close=self.close_connection))
 
     def _read_body(self, engine: Engine) -> Dict[str, Any]:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            self.close_connection = True
-            raise ApiError(411, "length_required", "chunked request bodies are not supported; send Content-Length")
-        raw_length = self.headers.get("Content-Length") or "0"
-        try:
-            length = int(raw_length)
-        except ValueError:
-            self.close_connection = True
-            raise ApiError(400, "invalid_content_length", "Content-Length is not an integer") from None
-        if length < 0:
-            self.close_connection = True
-            raise ApiError(400, "invalid_content_length", "Content-Length is negative")
+        length = self.content_length
         if length > engine.config.max_request_bytes:
             self.close_connection = True  # the body stays unread: this connection cannot be reused
             raise ApiError(413, "payload_too_large",
                            f"request body of {length} bytes exceeds {engine.config.max_request_bytes} bytes",
                            limit_bytes=engine.config.max_request_bytes)
-        data = self.rfile.read(length) if length else b""
+        data = self._read_exactly(length)
         self._body_read = True
         if not data.strip():
             return {}
-        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        content_type = (self.headers.get("content-type") or "").split(";")[0].strip().lower()
         if content_type != "application/json" and not content_type.endswith("+json"):
             raise ApiError(415, "unsupported_media_type", "request bodies must be application/json",
                            content_type=content_type or None)
         return parse_json_body(data)
+
+    def _read_exactly(self, length: int) -> bytes:
+        data = self.rfile.read(length) if length else b""
+        if len(data) < length:  # the peer closed inside the body
+            self.close_connection = True
+            raise ApiError(400, "incomplete_body", f"the body ended after {len(data)} of {length} bytes")
+        return data
 
     def _client_connected(self) -> bool:
         """False once the peer closed its end (a hung-up long poll must not take a lease)."""
@@ -193,45 +187,31 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _discard_body(self, engine: Engine) -> None:
         """A refused request's body must still leave the socket, or keep-alive breaks."""
-        try:
-            length = int(self.headers.get("Content-Length") or "0")
-        except ValueError:
-            length = -1
-        if self.headers.get("Transfer-Encoding") or length < 0 or length > engine.config.max_request_bytes:
+        length = self.content_length
+        if length > engine.config.max_request_bytes or (length and len(self.rfile.read(length)) < length):
             self.close_connection = True
-        elif length:
-            self.rfile.read(length)
         self._body_read = True
 
     def _serve_ui(self, method: str, path: str, query: str) -> None:
         """``/ui``: the web UI (HTML pages and form posts, not the JSON API)."""
-        body = b""
-        try:
-            length = int(self.headers.get("Content-Length") or "0")
-        except ValueError:
-            length = -1
-        if self.headers.get("Transfer-Encoding") or length < 0 or length > _UI_MAX_FORM_BYTES:
+        length = self.content_length
+        if length > _UI_MAX_FORM_BYTES:
             self.close_connection = True
-            response = UiResponse(413, b"form too large", content_type="text/plain; charset=utf-8")
+            response_ = UiResponse(413, b"form too large", content_type="text/plain; charset=utf-8")
         else:
             body = self.rfile.read(length) if length else b""
-            try:
-                response = self.server.ui.handle(method, path, query, self.headers, body)
-            except Exception:
-                log.exception("dev server UI bug while handling %s %s", method, self.path)
+            if len(body) < length:
                 self.close_connection = True
-                response = UiResponse(500, b"internal error in the dev server UI", content_type="text/plain")
-        self.send_response(response.status)
-        self.send_header("Content-Type", response.content_type)
-        self.send_header("Content-Length", str(len(response.body)))
-        for key, value in response.headers:
-            self.send_header(key, value)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if method != "HEAD":
-            self.wfile.write(response.body)
-        self.wfile.flush()
+                response_ = UiResponse(400, b"incomplete form body", content_type="text/plain; charset=utf-8")
+            else:
+                try:
+                    response_ = self.server.ui.handle(method, path, query, self.headers, body)
+                except Exception:
+                    log.exception("dev server UI bug while handling %s %s", method, self.path)
+                    self.close_connection = True
+                    response_ = UiResponse(500, b"internal error in the dev server UI", content_type="text/plain")
+        self.connection.sendall(response(response_.status, response_.body, content_type=response_.content_type,
+                                         headers=response_.headers, close=self.close_connection))
 
     def _dispatch(self, method: str) -> None:
         parts = urlsplit(self.path)
@@ -246,14 +226,13 @@ class _Handler(BaseHTTPRequestHandler):
         extra_headers: Dict[str, str] = {}
         self._body_read = False
         try:
-            parts = urlsplit(self.path)
             path = unquote(parts.path)
-            query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+            query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()} if parts.query else {}
             config = engine.config
             plane, namespace = admit(path, self.headers, query, token=config.token, namespaces=engine.namespaces,
                                      worker_token=config.worker_token, control_token=config.control_token)
             if plane == "worker":
-                extra_headers["X-Durable-Workflow-Protocol-Version"] = WORKER_PROTOCOL_VERSION
+                extra_headers[PROTOCOL_HEADER] = WORKER_PROTOCOL_VERSION
             handler, params, known = routes.match(method, path)
             body = self._read_body(engine)
             if plane == "control":

@@ -47,8 +47,8 @@ class Engine:
 
     def __init__(self, config: Config, db: str) -> None:
         self.config = config
-        self.store = Store(db)
         self.lock = threading.RLock()
+        self.store = Store(db, self.lock)
         self.stopping = False
         self._conditions: Dict[Tuple[str, str, str], threading.Condition] = {}
         self._last_order: Optional[int] = None  # the newest run's created_order, read once from the store

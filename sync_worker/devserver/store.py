@@ -9,11 +9,14 @@ one transaction, so a killed server restarts on a consistent state.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 Row = Dict[str, Any]
+
+log = logging.getLogger("sync_worker.devserver")
 
 # table -> (primary key column, indexed columns copied out of the document)
 TABLES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
@@ -45,14 +48,62 @@ _INDEXES = (
 )
 
 
+#: The WAL is moved into the database file after this many commits (or every second).
+_CHECKPOINT_EVERY_COMMITS = 200
+
+
+class _Checkpointer:
+    """Copies the WAL into the database file on its own connection and thread.
+
+    SQLite's automatic checkpoint runs inside the ``COMMIT`` that crosses 1,000 WAL pages, i.e.
+    under the engine lock: a few milliseconds of page copies and (with ``synchronous=NORMAL``)
+    an ``fsync`` during which every request waits. A ``PASSIVE`` checkpoint from a second
+    connection runs beside the writer instead (``sqlite3`` releases the GIL while it works).
+    """
+
+    def __init__(self, path: str, writer_lock: Any, every_seconds: float = 1.0) -> None:
+        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._writer_lock = writer_lock
+        self._every = every_seconds
+        self._wake = threading.Event()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="devserver-checkpoint", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop:
+            self._wake.wait(self._every)
+            self._wake.clear()
+            if self._stop:
+                return
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()  # the bulk, beside the writer
+                with self._writer_lock:  # the few frames since: the next write restarts the WAL at its start
+                    self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            except sqlite3.Error as exc:  # busy or closing: the next round catches up
+                log.debug("WAL checkpoint skipped: %s", exc)
+
+    def close(self) -> None:
+        self._stop = True
+        self._wake.set()
+        self._thread.join(10)
+        self._conn.close()
+
+
 class Store:
     """Thin typed wrapper over one sqlite3 connection (callers hold the engine lock)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, writer_lock: Any = None) -> None:
+        """``writer_lock``: the lock every writer of this store holds (the engine's)."""
         self.path = path
         self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._depth = 0
         self._lock = threading.RLock()
+        self._checkpointer: Optional[_Checkpointer] = None
+        self._commits = 0
         if path != ":memory:":
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -64,10 +115,16 @@ class Store:
             "data TEXT NOT NULL, PRIMARY KEY (run_id, seq))")
         for statement in _INDEXES:
             self._conn.execute(statement)
+        if path != ":memory:" and self._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+            self._conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer thread does it
+            self._checkpointer = _Checkpointer(path, writer_lock if writer_lock is not None else self._lock)
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            if self._checkpointer is not None:
+                self._checkpointer.close()
+                self._checkpointer = None
+            self._conn.close()  # the last connection to close checkpoints and removes the WAL
 
     # -- transactions -------------------------------------------------------------------
     def begin(self) -> None:
@@ -81,6 +138,9 @@ class Store:
             self._depth -= 1
             if self._depth == 0:
                 self._conn.execute("COMMIT" if commit else "ROLLBACK")
+                self._commits += 1
+                if self._checkpointer is not None and self._commits % _CHECKPOINT_EVERY_COMMITS == 0:
+                    self._checkpointer.wake()
 
     # -- documents ----------------------------------------------------------------------
     def put(self, table: str, row: Row) -> None:
