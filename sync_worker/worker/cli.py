@@ -228,6 +228,12 @@ def _autoscale(value: Optional[str]) -> Optional[Dict[str, int]]:
               help="Activity slots: a fixed N, or 'adaptive' (memory admission gate and adaptive limit).")
 @click.option("--autoscale", default=None, metavar="MAX,MIN",
               help="Adaptive activity slots between MIN (default 1) and MAX (Celery's spelling).")
+@click.option("--activity-pollers", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Activity pollers (max_concurrent_activity_task_polls; default 1). Each long-polls only while "
+                   "it holds a free activity slot, so leases never exceed free slots; raise it when the "
+                   "server's round trip, not the worker's CPU, limits throughput.")
+@click.option("--workflow-pollers", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Workflow-task pollers (max_concurrent_workflow_task_polls; default 1).")
 @click.option("-P", "--pool", envvar=POOL_ENV, default=None,
               help="Concurrency pool: threads or gevent (env SYNC_WORKER_POOL; default: gevent in a "
                    "monkey-patched process, else threads).")
@@ -247,7 +253,8 @@ def _autoscale(value: Optional[str]) -> Optional[Dict[str, int]]:
 @click.option("--namespace", envvar="DURABLE_WORKFLOW_NAMESPACE", default=None,
               help="Namespace (env DURABLE_WORKFLOW_NAMESPACE).")
 def run_command(target: str, task_queue: Optional[str], concurrency: Union[int, str, None],
-                autoscale: Optional[str], pool: Optional[str], loglevel: str, health_port: Optional[int],
+                autoscale: Optional[str], activity_pollers: Optional[int], workflow_pollers: Optional[int],
+                pool: Optional[str], loglevel: str, health_port: Optional[int],
                 health_host: str, max_startup_wait: float,
                 server_url: Optional[str], token: Optional[str], namespace: Optional[str]) -> None:
     """Run the worker TARGET (MODULE:ATTR: a Worker, or a factory returning one) until signalled."""
@@ -281,11 +288,14 @@ def run_command(target: str, task_queue: Optional[str], concurrency: Union[int, 
         else:
             os.environ[POOL_ENV] = previous
     worker.max_startup_wait = max_startup_wait
+    worker._set_poller_counts(workflow=workflow_pollers, activity=activity_pollers)
     logger.info("sync-worker %s: server %s, namespace %r, task queue %r, pool %s, slots %s workflow / %s activity, "
-                "%d workflow and %d activity type(s); start-up waits up to %g s for the server",
+                "pollers %d workflow / %d activity, %d workflow and %d activity type(s); start-up waits up to "
+                "%g s for the server",
                 worker.worker_id, getattr(worker.client, "base_url", "?"), getattr(worker.client, "namespace", "?"),
                 worker.task_queue, worker.backend.name, worker.max_concurrent_workflow_tasks,
-                worker.max_concurrent_activity_tasks, len(worker.workflows), len(worker.activities),
+                worker.max_concurrent_activity_tasks, worker.max_concurrent_workflow_task_polls,
+                worker.max_concurrent_activity_task_polls, len(worker.workflows), len(worker.activities),
                 max_startup_wait)
     health = None
     if health_port is not None:

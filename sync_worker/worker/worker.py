@@ -231,6 +231,16 @@ class Worker:
         if callable(ensure_capacity):
             ensure_capacity(self.max_concurrent_workflow_tasks + self.max_concurrent_activity_tasks + 6)
 
+    def _set_poller_counts(self, *, workflow: Optional[int] = None, activity: Optional[int] = None) -> None:
+        """Set the pollers per role (the CLI's ``--workflow-pollers`` / ``--activity-pollers``); only before run."""
+        with self._lock:
+            if self._run_started:
+                raise RuntimeError("cannot change the pollers of a running worker")
+            if workflow is not None:
+                self.max_concurrent_workflow_task_polls = _poller_count("workflow", workflow)
+            if activity is not None:
+                self.max_concurrent_activity_task_polls = _poller_count("activity", activity)
+
     def _process_metrics_sample(self) -> Dict[str, Any]:
         """``process_metrics``; ``memory_bytes`` is the gate's current usage figure when it has one."""
         metrics = self._process_metrics.sample()

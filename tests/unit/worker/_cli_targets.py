@@ -26,6 +26,10 @@ def factory(client: Any, task_queue: str, concurrency: int = 1) -> Worker:
                   max_concurrent_activity_tasks=concurrency)
 
 
+def fresh_worker() -> Worker:
+    return Worker(FakeClient(), task_queue="cli-q", activities=[noop])
+
+
 def bad_factory() -> str:
     return "nope"
 

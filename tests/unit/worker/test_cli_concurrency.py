@@ -73,3 +73,30 @@ def test_status_has_a_concurrency_block_only_with_activities() -> None:
     worker = load_worker(f"{T}:ready_worker", concurrency="adaptive")
     block = worker.status().concurrency
     assert block is not None and block.mode == "adaptive" and block.gate == "open" and block.in_flight == 0
+
+
+def test_poller_flags_reach_the_worker_and_bad_counts_are_usage_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sync_worker.worker.cli as cli
+
+    served: list = []
+    monkeypatch.setattr(cli, "serve", lambda worker: served.append(worker) or 0)
+    result = CliRunner().invoke(
+        main, ["run", f"{T}:fresh_worker", "--activity-pollers", "4", "--workflow-pollers", "2"],
+        env={"DURABLE_WORKFLOW_SERVER_URL": "http://127.0.0.1:9"})
+    assert result.exit_code == 0, result.output
+    assert [(w.max_concurrent_workflow_task_polls, w.max_concurrent_activity_task_polls) for w in served] == [(2, 4)]
+    for flag in ("--activity-pollers", "--workflow-pollers"):
+        code, output = invoke(f"{T}:fresh_worker", flag, "0")
+        assert code == EXIT_USAGE and "0 is not in the range x>=1" in output, output
+
+
+def test_poller_counts_are_fixed_once_the_worker_runs() -> None:
+    worker = load_worker(f"{T}:fresh_worker")
+    assert (worker.max_concurrent_workflow_task_polls, worker.max_concurrent_activity_task_polls) == (1, 1)
+    worker._set_poller_counts(activity=3)
+    assert (worker.max_concurrent_workflow_task_polls, worker.max_concurrent_activity_task_polls) == (1, 3)
+    with pytest.raises(ValueError, match="at least 1"):
+        worker._set_poller_counts(workflow=0)
+    worker._run_started = True
+    with pytest.raises(RuntimeError, match="running worker"):
+        worker._set_poller_counts(activity=2)
