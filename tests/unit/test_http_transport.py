@@ -8,12 +8,11 @@ pool sizing under concurrency.
 from __future__ import annotations
 
 import json
-import logging
 import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Dict, Iterator, List, Tuple
+from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
 
@@ -204,59 +203,57 @@ def test_invalid_json_success_is_a_typed_error(serve: Callable[[Handler], _Serve
     assert caught.value.reason() == "invalid_json_response"
 
 
-def test_pool_serves_concurrency_without_discarding(
-    serve: Callable[[Handler], _Server], caplog: pytest.LogCaptureFixture
-) -> None:
-    gate = threading.Barrier(40, timeout=10)
+def _waves(client: Client, size: int, waves: int = 2) -> None:
+    for _ in range(waves):
+        threads = [threading.Thread(target=_poll, args=(client,)) for _ in range(size)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(15)
+
+
+def _gated_handler(size: int, peers: List[Any]) -> Handler:
+    gate = threading.Barrier(size, timeout=10)
 
     def handler(h: BaseHTTPRequestHandler, body: Dict[str, Any]) -> None:
-        if len(server.bodies) <= 40:  # all 40 requests are in flight at once before any is answered
-            gate.wait()
+        peers.append(h.client_address)
+        gate.wait()  # every wave's requests are all in flight at once before any is answered
         _reply(h, 200, {"task": None})
 
+    return handler
+
+
+def test_pool_serves_concurrency_without_discarding(serve: Callable[[Handler], _Server]) -> None:
+    peers: List[Any] = []
+    handler = _gated_handler(40, peers)
     server = serve(handler)
     client = Client(server.url, max_connections=40)
-    caplog.set_level(logging.WARNING, logger="urllib3")
-    results: List[Tuple[int, Any]] = []
-
-    def worker(index: int) -> None:
-        results.append((index, _poll(client)))
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(40)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(15)
-    assert len(results) == 40
-    assert not [r for r in caplog.records if "pool is full" in r.getMessage()]
-    before = len(server.bodies)
-    _poll(client)
-    assert len(server.bodies) == before + 1
+    _waves(client, 40)
+    assert len(peers) == 80
+    # the second wave of 40 concurrent polls went on the first wave's 40 pooled connections
+    assert len(set(peers)) == 40
 
 
-def test_pool_grows_on_demand_for_a_bigger_worker(
-    serve: Callable[[Handler], _Server], caplog: pytest.LogCaptureFixture
-) -> None:
-    gate = threading.Barrier(30, timeout=10)
-
-    def handler(h: BaseHTTPRequestHandler, body: Dict[str, Any]) -> None:
-        if len(server.bodies) <= 30:
-            gate.wait()
-        _reply(h, 200, {"task": None})
-
+def test_pool_grows_on_demand_for_a_bigger_worker(serve: Callable[[Handler], _Server]) -> None:
+    peers: List[Any] = []
+    handler = _gated_handler(30, peers)
     server = serve(handler)
     client = Client(server.url, max_connections=4)
     client.ensure_pool_capacity(30)
     client.ensure_pool_capacity(10)  # never shrinks
     assert client.max_connections == 30
-    caplog.set_level(logging.WARNING, logger="urllib3")
-    threads = [threading.Thread(target=_poll, args=(client,)) for _ in range(30)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(15)
-    assert len(server.bodies) == 30
-    assert not [r for r in caplog.records if "pool is full" in r.getMessage()]
+    _waves(client, 30)
+    assert len(peers) == 60 and len(set(peers)) == 30  # 30 kept, none discarded
+
+
+def test_a_pool_smaller_than_the_concurrency_keeps_only_its_size(serve: Callable[[Handler], _Server]) -> None:
+    peers: List[Any] = []
+    handler = _gated_handler(8, peers)
+    server = serve(handler)
+    client = Client(server.url, max_connections=2)
+    _waves(client, 8)
+    assert len(peers) == 16
+    assert len(set(peers)) == 14  # 8 opened, 2 kept for the second wave, 6 opened afresh
 
 
 def test_connection_closed_by_the_server_is_not_reused(serve: Callable[[Handler], _Server]) -> None:
