@@ -162,7 +162,10 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=20)
     parser.add_argument("--kinds", default=",".join(KINDS))
     args = parser.parse_args()
+    from _noise import NoiseProbe
     from fake_worker_server import capture_shapes
+
+    noise = NoiseProbe(core=WORKER_CORE)
 
     kinds = [k for k in args.kinds.split(",") if k]
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
@@ -173,6 +176,7 @@ def main() -> None:
         for round_no in range(args.rounds):
             order = kinds[round_no % len(kinds):] + kinds[:round_no % len(kinds)]
             for kind in order:
+                noise.sample()
                 one = _one(kind, shapes_path, args.tasks, args.slots)
                 results[kind].append(one)
                 print(f"round {round_no + 1} {kind:16s} {one['tasks_per_s']:8.0f} tasks/s  "
@@ -184,7 +188,9 @@ def main() -> None:
     def spread(kind: str, key: str) -> List[float]:
         return [r[key] for r in results[kind]]
 
+    noise.sample()
     print(f"\n{args.tasks} no-op activities, {args.slots} slots; medians (min..max) over {args.rounds} round(s)")
+    print(noise.report())
     sdk_rate = statistics.median(spread("sdk", "tasks_per_s")) if "sdk" in results else None
     sdk_cpu = statistics.median(spread("sdk", "cpu_ms_per_task")) if "sdk" in results else None
     for kind in kinds:
