@@ -1,7 +1,8 @@
 """The sticky workflow cache (protocol §4.7): a run's replayed state kept between its tasks.
 
 With ``sticky_cache_capacity > 0`` a workflow task that leaves its run blocked on an
-activity, timer or child keeps the suspended replay (``sync_worker.workflow.incremental``)
+activity, timer, child, condition wait (message-stream receives included) or parallel group
+keeps the suspended replay (``sync_worker.workflow.incremental``)
 in a bounded LRU keyed by run id, together with the event sequence it consumed. The next
 task of that run feeds only the events after that sequence into the state and continues
 the workflow from where it stopped, so each step costs the same however long the run is.
@@ -13,8 +14,9 @@ Continuity is proved on every task, and anything unproved replays cold:
   "sticky_hit_expected"``) or the full history whose event at the cached position is the
   very event the cache consumed last; event sequences must be contiguous;
 * same workflow class, same cancellation flag, and the replayer's own checks (the commands
-  the last task sent are the next recorded results, no condition waits, parallel groups or
-  message streams -- see ``incremental``);
+  the last task sent are the next recorded results, every condition-wait decision, receiver
+  binding and parallel-group order the code already used reads the same from the longer
+  history -- see ``incremental``);
 * update tasks and queries never touch a cached instance (they replay cold);
 * a failed task, a failed completion, a closed run, capacity/byte/TTL pressure or worker
   shutdown drop the entry.

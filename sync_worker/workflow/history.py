@@ -89,13 +89,14 @@ class HistoryIndex:
     clock_error: Optional[str] = None
     has_terminal_event: bool = False
     events: List[Dict[str, Any]] = field(default_factory=list)
+    #: The highest step sequence read so far (kept by the reader, so it costs nothing to ask).
+    known_max_sequence: int = 0
 
     def payload_at(self, position: Optional[int]) -> Dict[str, Any]:
         return event_payload(self.events[position]) if position is not None else {}
 
     def max_sequence(self) -> int:
-        steps = self.result_steps + self.wait_steps + self.pending_steps
-        return max((step.sequence for step in steps), default=0)
+        return self.known_max_sequence
 
 
 # -- small readers ----------------------------------------------------------------

@@ -2,49 +2,74 @@
 
 A cold replay (``replayer.replay``) runs the workflow from its first line over the whole
 history, so a run of N steps costs O(N^2) over its life. When a task ends with the run
-blocked on an activity, timer or child, :func:`start` keeps the replay itself -- the
-instance, its suspended ``run`` generator, the history index and the reader's bookkeeping --
-as a :class:`SuspendedRun`. :func:`resume` feeds the next task's *new* events into that
-state and continues the generator from the yield it stopped at.
+blocked -- on an activity, timer or child, a condition wait (``wait_condition``, or a
+message stream's ``receive``) or a parallel group -- :func:`start` keeps the replay itself:
+the instance, its suspended ``run`` generator, the history index and the reader's
+bookkeeping, as a :class:`SuspendedRun`. :func:`resume` feeds the next task's *new* events
+into that state and continues the generator from the yield it stopped at.
 
-Resuming must give exactly what a cold replay of the whole history would give. It is only
-attempted when that can be shown from the state and the new events; otherwise it returns
-``None`` and the caller replays cold (and drops the state). It refuses when:
+Resuming must give exactly what a cold replay of the whole history would give. The index is
+extended as a cold read of the longer history would build it (``_extend``), and every
+decision the suspended code already took must read the same from it; otherwise ``resume``
+returns ``None`` and the caller replays cold (and drops the state). The hazards, and how
+each one is handled:
 
-* the run uses condition waits, parallel groups, message streams, or a receiver is pending;
-* a new event is not a plain step/receiver event (start, condition wait, terminal, unknown
-  kinds, unsupported features), touches a step that was already resolved, or carries
-  parallel-group metadata;
+* **Receiver bindings** (which wait a signal/update belongs to) can change with later
+  events (a re-open takes over receivers recorded before it): the binder is fed in order
+  (``wait_index``) and a receiver the code already applied must keep its binding.
+* **Condition-wait decisions** read the recorded opens, their resolution (satisfied, timed
+  out), where they ended and whether a re-open follows. Each is logged (``waiting``) and
+  re-asked for the waits the new events touch; a wait that was true at once must not now
+  meet a recorded open (a cold replay would match it there); new input bound to a wait the
+  code already passed is refused. A wait that ended the task by re-opening is decided again
+  from where that decision started (``rewait``). Predicates must be side-effect free.
+* **Parallel groups**: a fully resolved group's results are put back in yielded order. The
+  new events may complete a group; its results must all still be ahead of the cursor (they
+  are, while the code waits on the group), and a group that was already complete must not
+  gain members. A group the task ended on is re-emitted, as a cold replay does.
+* **Message streams**: deliveries are receivers applied in history order into the stream
+  inbox, like signals; a cursor *checkpoint* (applied before the workflow starts in a cold
+  replay) refuses resume.
+* Timers an older server recorded for a condition timeout (aliases) are found by the same
+  in-order pass; an alias or a new open whose sequence the history already used refuses.
+
+It also refuses when:
+
+* a new event is a start, terminal or unknown kind, an unsupported feature, or a step
+  event for a step that was already resolved;
 * the commands the previous task sent are not the next recorded results, in order and with
   the same values (a side effect's recorded bytes, a version marker's recorded version);
-* a receiver would have to be applied at a point the suspended code already ran past;
+* a receiver would have to be applied at a point the suspended code already ran past, or
+  one was left unapplied when the task ended;
 * the cancellation flag changed, or anything raises (workflow-code failures included: the
   cold replay then produces the failure with its own stack).
 
 ``tests/unit/workflow/test_incremental.py`` splits every golden and replay-regression history
-at every task boundary and checks both paths agree byte for byte.
+(and histories recorded on the dev server: ``tests/e2e/test_sticky_shapes.py``) at every
+event and every task boundary and checks both paths agree byte for byte.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .. import payloads
 from ..errors import WorkflowCancelled
-from .commands import RecordSideEffect, RecordVersionMarker, UpsertMemo, UpsertSearchAttributes
-from .definition import MESSAGE_STREAM_SIGNAL
+from .commands import RecordSideEffect, RecordVersionMarker, UpsertMemo, UpsertSearchAttributes, WaitCondition
 from .history import (
     TERMINAL_RUN_EVENTS,
     UNSUPPORTED_PREFIXES,
+    Receiver,
+    RecordedStep,
     event_payload,
     event_type,
-    group_membership,
     sequence_of,
 )
 from .matching import check_step
-from .reader import _timeout_kind, _validate_codecs, collect_resolved, collect_steps
-from .replayer import ReplayResult, _Replay, _Stop, _suffix_minima
+from .reader import _validate_codecs, collect_resolved, collect_steps, reorder_parallel_groups
+from .replayer import ReplayResult, _is_stream, _Replay, _Stop, _suffix_minima
+from .streams import is_cursor_checkpoint
 
 __all__ = ["SuspendedRun", "resume", "start"]
 
@@ -63,6 +88,7 @@ _IGNORED_EVENTS = frozenset({
     "UpdateRejected", "MessageCursorAdvanced", "WorkflowCancelRequested", "WorkflowTaskScheduled",
     "WorkflowTaskStarted", "WorkflowTaskCompleted", "WorkflowTaskFailed", "SearchAttributesUpdated",
 })
+_WAIT_EVENTS = frozenset({"ConditionWaitOpened", "ConditionWaitSatisfied", "ConditionWaitTimedOut"})
 _NON_BLOCKING = (RecordSideEffect, RecordVersionMarker, UpsertMemo, UpsertSearchAttributes)
 
 
@@ -81,9 +107,7 @@ class SuspendedRun:
 
 
 def _suspend(replay: _Replay, cancel_requested: bool) -> Optional[SuspendedRun]:
-    history = replay.history
-    if (replay.blocked is None or replay.generator is None or history.waits or replay.scanner.wait_ids
-            or replay.receivers or replay.trailing_wait is not None or history.has_terminal_event):
+    if replay.blocked is None or replay.generator is None or replay.receivers or replay.history.has_terminal_event:
         return None
     return SuspendedRun(replay, cancel_requested)
 
@@ -99,54 +123,105 @@ def start(cls: type, history_events: List[Dict[str, Any]], start_input: List[Any
 
 
 def _eligible(run: SuspendedRun, new_events: List[Dict[str, Any]]) -> bool:
-    resolved = run.replay.scanner.resolved
+    scanner = run.replay.scanner
+    resolved, known, wait_ids = scanner.resolved, scanner.types_by_sequence, scanner.wait_ids
     for event in new_events:
         kind = event_type(event) or ""
         if kind.startswith(UNSUPPORTED_PREFIXES) or kind in TERMINAL_RUN_EVENTS:
             return False
-        payload = event_payload(event)
-        if kind in _IGNORED_EVENTS:
+        if kind in _IGNORED_EVENTS or kind in _RECEIVER_EVENTS:
             continue
-        if kind in _RECEIVER_EVENTS:
-            if payload.get("signal_name") == MESSAGE_STREAM_SIGNAL:
+        sequence = sequence_of(event_payload(event))
+        if kind in _WAIT_EVENTS:
+            # A new open must not take a sequence the history already used: that would change
+            # how the earlier events of that sequence read.
+            if kind == "ConditionWaitOpened" and sequence is not None and sequence in known:
                 return False
             continue
         if kind not in _STEP_EVENTS:
             return False
-        sequence = sequence_of(payload)
         # A step without a sequence takes its place in the result queue (as in a cold read).
-        if (sequence is not None and sequence in resolved) or group_membership(payload) is not None:
-            return False
-        if "parallel_group_id" in payload or "parallel_group_path" in payload:
-            return False
-        if kind.startswith("Timer") and _timeout_kind(payload, {}) is not None:
+        if sequence is not None and (sequence in resolved or (sequence in wait_ids and not kind.startswith("Timer"))):
             return False
     return True
 
 
-def _extend(replay: _Replay, new_events: List[Dict[str, Any]]) -> None:
-    """Feed ``new_events`` into the index exactly as a cold read of the whole history would."""
+def _touched_waits(replay: _Replay, new_events: List[Dict[str, Any]], new_receivers: List[Receiver]) -> Set[str]:
+    wait_ids = replay.scanner.wait_ids
+    touched = {receiver.wait_id for receiver in new_receivers if receiver.wait_id is not None}
+    for event in new_events:
+        payload = event_payload(event)
+        wait_id = payload.get("condition_wait_id")
+        if isinstance(wait_id, str) and wait_id:
+            touched.add(wait_id)
+        sequence = sequence_of(payload)
+        if sequence is not None and sequence in wait_ids:
+            touched.add(wait_ids[sequence])
+    return touched
+
+
+def _extend(replay: _Replay, new_events: List[Dict[str, Any]]) -> Optional[List[Receiver]]:
+    """Feed ``new_events`` into the index exactly as a cold read of the whole history would;
+    returns the new receivers, or None when the earlier events would now read differently."""
     scanner, history = replay.scanner, replay.history
     _validate_codecs(new_events)
-    collect_steps(new_events, scanner.types_by_sequence, scanner.details_by_sequence, scanner.wait_ids)
+    known = scanner.types_by_sequence
+    reused = {sequence_of(event_payload(event)) for event in new_events if event_type(event) == "TimerScheduled"}
+    reused = {sequence for sequence in reused if sequence is not None and sequence in known}
+    touched_sequences = {sequence_of(event_payload(event)) for event in new_events}
+    collect_steps(new_events, known, scanner.details_by_sequence, scanner.wait_ids)
+    aliases = scanner.aliases.feed(new_events, scanner.wait_ids)
+    if reused & set(aliases):
+        return None
+    scanner.wait_ids.update(aliases)
     collect_resolved(new_events, scanner.wait_ids, scanner.resolved)
+    offset = len(history.events)
+    # Receivers the code already applied must keep the wait they were bound to.
+    unsettled = {index: scanner.binder.binding(index) for index in scanner.binder.unsettled()}
+    scanner.binder.feed(new_events, offset, scanner.wait_ids)
+    if any(scanner.binder.binding(index) != wait_id for index, wait_id in unsettled.items()):
+        return None
+    for index in range(offset, offset + len(new_events)):
+        if event_type(new_events[index - offset]) in _RECEIVER_EVENTS:
+            scanner.bindings[index] = scanner.binder.binding(index)
     # Pending steps carry the merged details of every event of their sequence: rebuild them.
     kept = [step for step in history.pending_steps if step.sequence not in scanner.resolved]
     scanner.pending_added = {step.sequence for step in kept}
     history.pending_steps = []
     for step in kept:
-        position = step.history_index if step.history_index is not None else 0
-        event = history.events[position]
-        history.pending_steps.append(scanner.step(step.shape, position, event_payload(event),
-                                                  event_type(event) or "", step.sequence))
-    offset = len(history.events)
+        history.pending_steps.append(_rebuilt(replay, step))
+    for position in range(max(0, replay.wait_cursor - 1), len(history.wait_steps)):
+        if history.wait_steps[position].sequence in touched_sequences:
+            history.wait_steps[position] = _rebuilt(replay, history.wait_steps[position])
     receivers = len(history.receivers)
+    results = len(history.results)
     history.events.extend(new_events)
     scanner.scan(new_events, offset)
-    replay.receivers.extend(history.receivers[receivers:])
+    new_receivers = history.receivers[receivers:]
+    if any(_is_stream(receiver) and is_cursor_checkpoint(receiver.args) for receiver in new_receivers):
+        return None  # a cold replay seeds checkpoints before the workflow starts
+    groups = scanner.group_slots(results)
+    for key, slots in groups.items():
+        old = [slot for slot in slots if slot < results]
+        if len(old) >= key[3] or min(slots) < replay.cursor:
+            return None  # a complete group gaining members, or results the code already took
+    reorder_parallel_groups(history, scanner.memberships, groups)
+    for position in range(replay.cursor, results):
+        if history.result_steps[position].sequence in touched_sequences:
+            history.result_steps[position] = _rebuilt(replay, history.result_steps[position])
+    replay.receivers.extend(new_receivers)
     replay._result_base = replay.cursor
     replay._result_min = _suffix_minima(history.result_steps[replay.cursor:])
+    replay._wait_base = max(0, replay.wait_cursor - 1)
+    replay._wait_min = _suffix_minima(history.wait_steps[replay._wait_base:])
     replay._pending_min = min(history.pending_steps, key=lambda step: step.sequence, default=None)
+    return new_receivers
+
+
+def _rebuilt(replay: _Replay, step: RecordedStep) -> RecordedStep:
+    position = step.history_index if step.history_index is not None else 0
+    event = replay.history.events[position]
+    return replay.scanner.step(step.shape, position, event_payload(event), event_type(event) or "", step.sequence)
 
 
 def _consume_issued(replay: _Replay, issued: List[Any]) -> bool:
@@ -195,22 +270,47 @@ def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *,
     if cancel_requested != run.cancel_requested or not new_events or not _eligible(run, new_events):
         return None
     blocked = replay.blocked
-    issued = [command for command in replay.pending if command is not blocked]
+    issued = replay.pending[:replay.blocked_mark]
+    # A wait that ended the task by re-opening a recorded open is decided again from there.
+    rewaiting = (isinstance(blocked, WaitCondition) and bool(replay.wait_visits)
+                 and replay.wait_visits[-1].decision == "live" and replay.wait_visits[-1].command is blocked)
     replay.blocked = None
     try:
-        _extend(replay, new_events)
-        if not _consume_issued(replay, issued) or not _quiet_boundary(replay):
+        old_waits = len(replay.history.waits)
+        new_receivers = _extend(replay, new_events)
+        if new_receivers is None:
+            return None
+        touched = _touched_waits(replay, new_events, new_receivers)
+        if rewaiting:
+            # The rerun open is decided below; keep it out of the re-asked log.
+            last = replay.wait_visits[-1]
+            replay.wait_visits.pop()
+            ok = replay.waits_still_hold(old_waits, new_receivers, touched)
+            replay.wait_visits.append(last)
+        else:
+            ok = replay.waits_still_hold(old_waits, new_receivers, touched)
+        if not ok or not _consume_issued(replay, issued) or not _quiet_boundary(replay):
             return None
         replay.pending = []
         replay.ctx.logger.replaying = True
         if replay.next_unconsumed() is None:
             replay.go_live()
+        before = len(replay.receivers)
         replay.apply_due(before_result=False)
-        outcome = replay.handle(blocked)
+        if rewaiting:
+            if len(replay.receivers) != before:
+                return None
+            again = replay.rewait(blocked)
+            if again is None:
+                return None
+            outcome = again
+        else:
+            outcome = replay.handle(blocked)
         if isinstance(outcome, _Stop):
             if outcome.commands is not None:
                 return None
             replay.blocked = blocked
+            replay.blocked_mark = 0
             commands = list(replay.pending)
         else:
             commands = replay.loop(outcome, first=False)

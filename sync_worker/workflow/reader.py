@@ -29,6 +29,7 @@ from .history import (
     step_details,
     text,
 )
+from .wait_index import TimerAliases, WaitBinder, timeout_kind
 
 __all__ = ["Scanner", "collect_resolved", "collect_steps", "read_history", "read_history_scanner"]
 
@@ -38,162 +39,21 @@ _ACTIVITY_EVENTS = ("ActivityScheduled", "ActivityStarted", "ActivityCompleted",
                     "ActivityTimedOut", "ActivityCancelled")
 
 
-def _timeout_kind(payload: Mapping[str, Any], wait_ids: Mapping[int, str]) -> Optional[str]:
-    """``condition_timeout`` / ``signal_timeout`` for the server's internal wait timers, else None."""
-    kind = payload.get("timer_kind")
-    if kind in ("condition_timeout", "signal_timeout"):
-        return str(kind)
-    if text(payload.get("condition_wait_id")) is not None:
-        return "condition_timeout"
-    if text(payload.get("signal_wait_id")) is not None:
-        return "signal_timeout"
-    sequence = sequence_of(payload)
-    if sequence is not None and sequence in wait_ids:
-        return "condition_timeout"
-    return None
+_timeout_kind = timeout_kind
 
 
-def _legacy_timer_aliases(events: List[Dict[str, Any]], wait_ids: Mapping[int, str]) -> Dict[int, str]:
-    """Older servers recorded a condition's timeout timer with only its own sequence, a timer
-    id and a delay equal to the wait's timeout, right after the open. Map those sequences to
-    the wait so they are not mistaken for user timers."""
-    aliases: Dict[int, str] = {}
-    active: Optional[Tuple[str, Optional[int], Optional[int]]] = None
-    for event in events:
-        kind, payload = event_type(event), event_payload(event)
-        if kind == "ConditionWaitOpened":
-            wait_id = text(payload.get("condition_wait_id"))
-            timeout = payload.get("timeout_seconds")
-            if isinstance(timeout, str) and timeout.isdigit():
-                timeout = int(timeout)
-            usable = isinstance(timeout, int) and not isinstance(timeout, bool) and timeout > 0
-            active = (wait_id, sequence_of(payload), timeout if usable else None) if wait_id else None
-        elif kind == "TimerScheduled":
-            if _timeout_kind(payload, {}) == "condition_timeout":
-                continue
-            sequence = sequence_of(payload)
-            if (active is not None and sequence is not None and active[1] is not None and sequence != active[1]
-                    and active[2] is not None and payload.get("delay_seconds") == active[2]
-                    and text(payload.get("timer_id")) is not None and text(payload.get("timer_kind")) is None):
-                aliases[sequence] = active[0]
-                continue
-            active = None
-        elif kind in ("TimerFired", "TimerCancelled"):
-            sequence = sequence_of(payload)
-            if (sequence is not None and sequence in aliases) or _timeout_kind(payload, wait_ids):
-                active = None
-        elif kind in ("ConditionWaitSatisfied", "ConditionWaitTimedOut"):
-            wait_id = text(payload.get("condition_wait_id"))
-            if active is not None and wait_id in (None, active[0]):
-                active = None
-        elif kind in ("WorkflowCompleted", "WorkflowFailed", "WorkflowContinuedAsNew", "ActivityScheduled",
-                      "ChildWorkflowScheduled"):
-            active = None
-    return aliases
-
-
-def _boundary(kind: Optional[str], payload: Mapping[str, Any], wait_ids: Mapping[int, str]) -> Optional[str]:
-    """Whether an event closes a condition wait ("condition"), is a durable step ("step"), or neither."""
-    if kind in ("ConditionWaitSatisfied", "ConditionWaitTimedOut"):
-        return "condition"
-    if kind in ("TimerFired", "TimerCancelled") and _timeout_kind(payload, wait_ids) == "condition_timeout":
-        return "condition"
-    if kind in ("WorkflowCompleted", "WorkflowFailed", "WorkflowContinuedAsNew", "ActivityScheduled",
-                "ActivityStarted", "ChildWorkflowScheduled", "ChildRunStarted"):
-        return "step"
-    if kind == "TimerScheduled":
-        return "step" if _timeout_kind(payload, wait_ids) is None else None
-    if kind in RESOLVED_EVENTS or (kind == "TimerFired" and _timeout_kind(payload, wait_ids) is None):
-        return "step"
-    return None
-
-
-def _receiver_wait_bindings(events: List[Dict[str, Any]], wait_ids: Mapping[int, str]) -> Dict[int, Optional[str]]:
-    """Which condition wait (if any) each signal/update receiver belongs to, by event index.
-
-    * A receiver recorded while a wait is open belongs to that wait.
-    * When several arrive during one open wait and the run then re-opens the wait (no
-      boundary in between), the later ones belong to the re-open: the task woken by the
-      first one was still running when they were recorded.
-    * Receivers recorded before any wait belong to the next wait opened, unless a durable
-      step separates them from it (then they apply by result position). Such receivers
-      arrived while the opening task ran; the task they woke is the one that may re-open,
-      so everything recorded between the open and that re-open belongs to the re-open.
-      (The published SDK binds the first of those to the old open and fails this history
-      with a non-determinism error.)
-    """
-    bindings: Dict[int, Optional[str]] = {}
-    prefix: List[int] = []
-    prefix_binds = True
-    current: Optional[str] = None
-    since_open: List[int] = []
-    woken_by_prefix = False
-    for index, event in enumerate(events):
-        kind, payload = event_type(event), event_payload(event)
-        if kind == "ConditionWaitOpened":
-            wait_id = text(payload.get("condition_wait_id"))
-            if wait_id is None:
-                continue
-            if current is None:
-                woken_by_prefix = bool(prefix) and prefix_binds
-                for receiver in prefix:
-                    bindings[receiver] = wait_id if prefix_binds else None
-            else:
-                # The task that recorded this re-open was woken by the first receiver after
-                # the previous open -- or, when receivers were already recorded before that
-                # open (they arrived while the opening task ran), by those: then every
-                # receiver since the open arrived during the re-opening task.
-                for receiver in since_open if woken_by_prefix else since_open[1:]:
-                    bindings[receiver] = wait_id
-                woken_by_prefix = False
-            prefix, prefix_binds, current, since_open = [], True, wait_id, []
-            continue
-        if kind in ("SignalReceived", "UpdateApplied"):
-            if current is None:
-                if prefix_binds or sequence_of(payload) is None:
-                    prefix.append(index)
-                else:
-                    bindings[index] = None
-            else:
-                since_open.append(index)
-                if len(since_open) == 1:
-                    bindings[index] = current
-            continue
-        boundary = _boundary(kind, payload, wait_ids)
-        if boundary is None:
-            continue
-        if current is None:
-            if boundary == "step":
-                for receiver in prefix:
-                    bindings[receiver] = None
-                prefix, prefix_binds = [], False
-            continue
-        for receiver in since_open:
-            bindings.setdefault(receiver, current)
-        current, since_open, prefix_binds = None, [], boundary == "condition"
-    for receiver in prefix:
-        bindings[receiver] = None
-    for receiver in since_open:
-        bindings.setdefault(receiver, current)
-    return bindings
-
-
-def _reorder_parallel_groups(index: HistoryIndex, memberships: List[Any]) -> None:
-    """Put the results of each fully resolved parallel group back into yielded order."""
-    slots_by_group: Dict[Any, List[int]] = {}
-    for slot, member in enumerate(memberships):
-        if member is not None:
-            slots_by_group.setdefault(member[0], []).append(slot)
-    results, steps = list(index.results), list(index.result_steps)
+def reorder_parallel_groups(index: HistoryIndex, memberships: List[Any], slots_by_group: Dict[Any, List[int]]) -> None:
+    """Put the results of each fully resolved group of ``slots_by_group`` back into yielded order."""
+    results, steps = index.results, index.result_steps
     for key, slots in slots_by_group.items():
         size = key[3]
         sequences = sorted(memberships[slot][2] for slot in slots)
         if len(slots) != size or sequences != list(range(key[2], key[2] + size)):
             continue
         by_sequence = sorted(slots, key=lambda slot: memberships[slot][2])
-        for target, source in zip(sorted(slots), by_sequence):
-            results[target], steps[target] = index.results[source], index.result_steps[source]
-    index.results, index.result_steps = results, steps
+        moved = [(results[source], steps[source]) for source in by_sequence]
+        for target, (value, step) in zip(sorted(slots), moved):
+            results[target], steps[target] = value, step
 
 
 # Events whose payload values replay decodes (plus the start event, whose declared codec
@@ -295,7 +155,8 @@ def read_history_scanner(
     details_by_sequence: Dict[int, Dict[str, Any]] = {}
     wait_ids: Dict[int, str] = {}
     collect_steps(events, types_by_sequence, details_by_sequence, wait_ids)
-    wait_ids.update(_legacy_timer_aliases(events, wait_ids))
+    aliases = TimerAliases()
+    wait_ids.update(aliases.feed(events, wait_ids))
     resolved: Set[int] = set()
     collect_resolved(events, wait_ids, resolved)
 
@@ -315,9 +176,11 @@ def read_history_scanner(
 
     scanner = Scanner(index, codec=codec, workflow_id=workflow_id, run_id=run_id, wait_ids=wait_ids,
                       types_by_sequence=types_by_sequence, details_by_sequence=details_by_sequence,
-                      resolved=resolved, bindings=_receiver_wait_bindings(events, wait_ids))
+                      resolved=resolved, binder=WaitBinder(), aliases=aliases)
+    scanner.binder.feed(events, 0, wait_ids)
+    scanner.bindings.update(scanner.binder.bindings())
     scanner.scan(events, 0)
-    _reorder_parallel_groups(index, scanner.memberships)
+    reorder_parallel_groups(index, scanner.memberships, scanner.group_slots())
     return scanner
 
 
@@ -328,21 +191,31 @@ class Scanner:
     def __init__(self, index: HistoryIndex, *, codec: Optional[str], workflow_id: Optional[str], run_id: str,
                  wait_ids: Dict[int, str], types_by_sequence: Dict[int, List[str]],
                  details_by_sequence: Dict[int, Dict[str, Any]], resolved: Set[int],
-                 bindings: Mapping[int, Optional[str]]) -> None:
+                 binder: WaitBinder, aliases: TimerAliases) -> None:
         self.index = index
         self.codec, self.workflow_id, self.run_id = codec, workflow_id, run_id
         self.wait_ids = wait_ids
         self.types_by_sequence = types_by_sequence
         self.details_by_sequence = details_by_sequence
         self.resolved = resolved
-        self.bindings = bindings
+        self.binder, self.aliases = binder, aliases
+        self.bindings: Dict[int, Optional[str]] = {}
         self.memberships: List[Any] = []
         self.pending_added: Set[int] = set()
         self.memo_seen: Set[int] = set()
         self.delivered: Dict[Tuple[str, int], Dict[str, Any]] = {}
 
+        self.slots_by_group: Dict[Any, List[int]] = {}
+
+    def group_slots(self, first: int = 0) -> Dict[Any, List[int]]:
+        """Result slots by parallel group, for the groups with a member at slot ``first`` or later."""
+        wanted = {member[0] for member in self.memberships[first:] if member is not None}
+        return {key: self.slots_by_group[key] for key in wanted}
+
     def step(self, shape: str, position: int, payload: Mapping[str, Any], kind: str, fallback: int) -> RecordedStep:
         sequence = sequence_of(payload) or fallback
+        if sequence > self.index.known_max_sequence:
+            self.index.known_max_sequence = sequence
         details = dict(self.details_by_sequence.get(sequence, {}))
         details.update(step_details(payload))
         return RecordedStep(sequence, shape, list(self.types_by_sequence.get(sequence) or [kind]), details, position)
@@ -351,7 +224,10 @@ class Scanner:
         index = self.index
         index.result_steps.append(self.step(shape, position, payload, kind, len(index.result_steps) + 1))
         index.results.append(value)
-        self.memberships.append(group_membership(payload))
+        member = group_membership(payload)
+        if member is not None:
+            self.slots_by_group.setdefault(member[0], []).append(len(self.memberships))
+        self.memberships.append(member)
 
     def add_pending(self, shape: str, position: int, payload: Mapping[str, Any], kind: str) -> None:
         sequence = sequence_of(payload)

@@ -53,11 +53,13 @@ from .history import HistoryIndex, Receiver, RecordedStep, UnsupportedReplayHist
 from .matching import annotate_group, check_step, first_failure, group_leaves, reshape
 from .reader import read_history_scanner
 from .streams import is_cursor_checkpoint
+from .waiting import Action, ConditionWaits, Stop, WaitVisit
 
 __all__ = ["BLOCKING_COMMANDS", "ReplayResult", "replay"]
 
-#: The commands a suspended run can wait on and be resumed from (``incremental``).
-BLOCKING_COMMANDS = (ScheduleActivity, StartTimer, StartChildWorkflow)
+#: The commands a suspended run can wait on and be resumed from (``incremental``), besides
+#: a parallel group (a list).
+BLOCKING_COMMANDS = (ScheduleActivity, StartTimer, StartChildWorkflow, WaitCondition)
 
 @dataclass
 class ReplayResult:
@@ -76,17 +78,11 @@ class ReplayResult:
         return self.context._streams.wait_report()
 
 
-class _Stop:
-    """End of this task: ``commands`` are final (the collected ones, unless replaced)."""
-
-    def __init__(self, commands: Optional[List[Command]] = None) -> None:
-        self.commands = commands
+_Stop = Stop
+_Action = Action
 
 
-_Action = Union[Tuple[str, Any], _Stop]
-
-
-class _Replay:
+class _Replay(ConditionWaits):
     def __init__(self, cls: type, events: List[Dict[str, Any]], start_input: List[Any], *,
                  workflow_id: Optional[str], run_id: str, codec: Optional[str], cancel_requested: bool) -> None:
         validate_entrypoint(cls)
@@ -109,13 +105,20 @@ class _Replay:
         self.pending: List[Command] = []
         self.versions: Dict[str, int] = {}
         self.trailing_wait: Optional[WaitCondition] = None
+        self.trailing_epoch = 0
         self._result_base = 0  # _result_min[i] covers result_steps[_result_base + i:]
         self._result_min = _suffix_minima(self.history.result_steps)
+        self._wait_base = 0  # likewise for _wait_min and wait_steps
         self._wait_min = _suffix_minima(self.history.wait_steps)
         self._pending_min = min(self.history.pending_steps, key=lambda step: step.sequence, default=None)
         # Where the run is suspended (the sticky cache resumes it there, see ``incremental``).
         self.generator: Any = None
         self.blocked: Any = None
+        self.blocked_mark = 0  # pending[:blocked_mark] came before the blocked command
+        # What the condition-wait decisions read (see ``waiting``).
+        self.wait_visits: List[WaitVisit] = []
+        self.visits_by_id: Dict[str, List[int]] = {}
+        self.unrecorded_true: List[Tuple[int, WaitCondition]] = []
 
     # -- recorded-step bookkeeping --------------------------------------------------
 
@@ -129,7 +132,7 @@ class _Replay:
     def next_unconsumed(self) -> Optional[RecordedStep]:
         """``unconsumed()[0]`` in constant time (it is asked on every yield)."""
         candidates = [step for step in (self._result_min[self.cursor - self._result_base],
-                                        self._wait_min[self.wait_cursor],
+                                        self._wait_min[self.wait_cursor - self._wait_base],
                                         self._pending_min) if step is not None]
         return min(candidates, key=lambda step: step.sequence) if candidates else None
 
@@ -244,10 +247,12 @@ class _Replay:
                 return self.finish(stop.value)
             first = False
             self.apply_due(before_result=False)
+            mark = len(self.pending)
             outcome = self.handle(command)
             if isinstance(outcome, _Stop):
-                resumable = outcome.commands is None and isinstance(command, BLOCKING_COMMANDS)
+                resumable = outcome.commands is None and isinstance(command, (list, *BLOCKING_COMMANDS))
                 self.blocked = command if resumable else None
+                self.blocked_mark = mark
                 return outcome.commands if outcome.commands is not None else list(self.pending)
             action = outcome
 
@@ -392,102 +397,6 @@ class _Replay:
                           f"supported range {command.min_supported}..{command.max_supported}.", step)
         self.versions.setdefault(command.change_id, version)
         return command.result_for(version)
-
-    # -- condition waits ------------------------------------------------------------
-
-    def wait_mismatch(self, opened: Dict[str, Any], step: RecordedStep, command: WaitCondition) -> Optional[
-            NonDeterministicReplayError]:
-        identity = f"condition wait {opened.get('condition_wait_id')!r}"
-        key = opened.get("condition_key")
-        if isinstance(key, str) and key != (command.condition_key or ""):
-            return NonDeterministicReplayError(step.sequence, "condition wait", step.event_types, detail=(
-                f"condition_key_changed: {identity} wait_condition key changed during replay: history has "
-                f"{key!r}, workflow yielded {command.condition_key!r}"))
-        fingerprint = opened.get("condition_definition_fingerprint")
-        if isinstance(fingerprint, str) and fingerprint != command.condition_definition_fingerprint:
-            return NonDeterministicReplayError(step.sequence, "condition wait", step.event_types, detail=(
-                f"condition_fingerprint_changed: {identity} wait_condition predicate fingerprint changed during "
-                f"replay: history has {fingerprint!r}, workflow yielded {command.condition_definition_fingerprint!r}"))
-        return None
-
-    def same_wait(self, position: int, command: WaitCondition) -> bool:
-        """Whether recorded open ``position`` is a re-open of the same logical wait."""
-        if position >= len(self.history.waits):
-            return False
-        opened, step = self.history.waits[position], self.history.wait_steps[position]
-        if self.wait_mismatch(opened, step, command) is not None:
-            return False
-        key, fingerprint = opened.get("condition_key"), opened.get("condition_definition_fingerprint")
-        same_key = isinstance(key, str) and bool(key) and key == (command.condition_key or "")
-        return same_key or (isinstance(fingerprint, str) and bool(fingerprint)
-                            and fingerprint == command.condition_definition_fingerprint)
-
-    def evaluate(self, command: WaitCondition) -> bool:
-        return bool(command.predicate())
-
-    def wait(self, command: WaitCondition) -> _Action:
-        history = self.history
-        mismatch = None
-        if self.wait_cursor < len(history.waits):
-            mismatch = self.wait_mismatch(history.waits[self.wait_cursor], history.wait_steps[self.wait_cursor],
-                                          command)
-        if self.wait_cursor >= len(history.waits) or mismatch is not None:
-            # Nothing recorded for this wait: a predicate that is already true records nothing.
-            try:
-                if self.evaluate(command):
-                    self.trailing_wait = None
-                    return ("send", True)
-            except Exception as error:
-                return _Stop([fail_workflow_from_exception(error, prefix="wait_condition predicate raised")])
-            if mismatch is not None:
-                raise mismatch
-            self.go_live()
-            self.check_new(command)
-            self.pending.append(command)
-            return _Stop()
-        reopened = False
-        while True:
-            opened, step = history.waits[self.wait_cursor], history.wait_steps[self.wait_cursor]
-            check_step(command, step)
-            mismatch = self.wait_mismatch(opened, step, command)
-            if mismatch is not None:
-                raise mismatch
-            wait_id = opened.get("condition_wait_id")
-            resolution = history.wait_resolutions.get(wait_id) if isinstance(wait_id, str) else None
-            self.apply_for_wait(wait_id if isinstance(wait_id, str) else None)
-            has_reopen = self.same_wait(self.wait_cursor + 1, command)
-            if resolution == "timed_out":
-                self.trailing_wait = None
-                self.wait_cursor += 1
-                return ("send", False)
-            try:
-                satisfied = self.evaluate(command)
-            except Exception as error:
-                return _Stop([fail_workflow_from_exception(error, prefix="wait_condition predicate raised")])
-            if has_reopen and not satisfied:
-                # The server re-opened this wait after input that did not satisfy it.
-                reopened = True
-                self.wait_cursor += 1
-                continue
-            if satisfied or resolution == "satisfied":
-                self.trailing_wait = command if has_reopen and reopened else None
-                self.wait_cursor += 1
-                return ("send", True)
-            self.go_live()
-            self.pending.append(command)  # still false: re-open the wait
-            self.wait_cursor += 1
-            return _Stop()
-
-    def skip_trailing_reopens(self) -> None:
-        command = self.trailing_wait
-        if command is None:
-            return
-        while self.wait_cursor < len(self.history.waits) and self.same_wait(self.wait_cursor, command):
-            wait_id = self.history.waits[self.wait_cursor].get("condition_wait_id")
-            if not isinstance(wait_id, str) or wait_id in self.history.wait_resolutions or any(
-                    receiver.wait_id == wait_id for receiver in self.receivers):
-                return
-            self.wait_cursor += 1
 
 
 def _is_stream(receiver: Receiver) -> bool:

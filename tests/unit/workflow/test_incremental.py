@@ -1,24 +1,24 @@
 """Sticky resume == cold replay, byte for byte, on every golden and replay-regression history.
 
-Each history is cut at every event boundary. A cold replay of the first ``k`` events gives
-the reference; the incremental path starts cold at some prefix and is then fed the rest in
-batches (one event at a time, and at the workflow-task boundaries of the history), keeping
-its suspended state, exactly as the worker's sticky cache does. At every cut its commands
-(the wire dicts, JSON-encoded) and stream reports must equal the cold ones -- or it must
-decline (``None``), after which it starts cold again, like the worker.
+Each history is cut at every event boundary, at its workflow-task boundaries, and at every
+starting point followed by one resume with the rest (``tests/_sticky_equivalence``). Hand-built
+histories below cover what the corpus lacks, including the cases where resuming must decline
+(fall back to a cold replay). Histories recorded on the dev server -- condition waits released
+by signals, parallel activity groups, message streams and updates -- are walked the same way
+in ``tests/e2e/test_sticky_shapes.py``.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
 from sync_worker import payloads
-from sync_worker.workflow import WorkflowRegistry, replay
-from sync_worker.workflow.incremental import SuspendedRun, resume, start
+from sync_worker.workflow import WorkflowRegistry
+from sync_worker.workflow.incremental import resume, start
 from tests._fixtures import fixture_paths, fixtures_dir, load_fixture
+from tests._sticky_equivalence import cold, every_cut, walk
 from tests.conformance.test_replay_regressions import PHP_DIR, REGISTRY, SDK_DIR
 from tests.unit.workflow._helpers import activity_done, ev, started
 from tests.unit.workflow.golden_workflows import ALL
@@ -27,8 +27,6 @@ GOLDEN_DIR = "sdk-python/tests/fixtures/golden_history"
 PHP_CASES = ("parallel-timer-group-reverse-completion.json", "parallel-child-group-final-sibling-release.json",
              "workflow-fiber-activity-history-sequence.json")
 GOLDEN = WorkflowRegistry(ALL)
-_TASK_EVENTS = ("WorkflowStarted", "ActivityCompleted", "ActivityFailed", "ActivityTimedOut", "TimerFired",
-                "ChildRunCompleted", "ChildRunFailed", "SignalReceived", "UpdateApplied", "ConditionWaitSatisfied")
 
 
 def _corpus() -> Iterator[Tuple[str, type, List[Any], List[Dict[str, Any]], Optional[str]]]:
@@ -63,82 +61,37 @@ def _cases() -> List[Any]:
     return [pytest.param(case, id=case[0]) for case in _corpus()]
 
 
-def _encoded(result: Any) -> str:
-    return json.dumps({"commands": [command.to_wire("q") for command in result.commands],
-                       "cursors": result.message_stream_cursors, "waits": result.message_stream_waits},
-                      sort_keys=True, default=repr)
-
-
-def _cold(cls: type, events: List[Dict[str, Any]], args: List[Any], codec: Optional[str]) -> Optional[str]:
-    try:
-        return _encoded(replay(cls, events, args, workflow_id="wf-sticky", run_id="run-sticky", payload_codec=codec))
-    except Exception:
-        return None  # a task failure: the sticky path must decline too
-
-
-def _start(cls: type, events: List[Dict[str, Any]], args: List[Any],
-           codec: Optional[str]) -> Tuple[Optional[str], Optional[SuspendedRun]]:
-    try:
-        result, state = start(cls, events, args, workflow_id="wf-sticky", run_id="run-sticky", payload_codec=codec)
-    except Exception:
-        return None, None
-    return _encoded(result), state
-
-
-def _walk(cls: type, args: List[Any], history: List[Dict[str, Any]], codec: Optional[str],
-          cuts: List[int]) -> Tuple[int, int]:
-    """Feed ``history`` cut at ``cuts``; returns (sticky resumes, cold restarts)."""
-    state: Optional[SuspendedRun] = None
-    resumed = restarted = 0
-    for cut in cuts:
-        expected = _cold(cls, history[:cut], args, codec)
-        if state is not None:
-            outcome = resume(state, history[state.event_count:cut])
-            if outcome is not None:
-                result, state = outcome
-                assert _encoded(result) == expected, f"sticky resume differs from cold replay at event {cut}"
-                resumed += 1
-                continue
-        got, state = _start(cls, history[:cut], args, codec)
-        assert got == expected
-        restarted += 1
-    return resumed, restarted
-
-
 @pytest.mark.parametrize("case", _cases())
 def test_sticky_resume_equals_cold_replay_at_every_cut(case: Any) -> None:
     fixtures_dir()
     _, cls, args, history, codec = case
-    every_event = list(range(1, len(history) + 1))
-    resumed, _ = _walk(cls, args, history, codec, every_event)
-    # Task boundaries: just before each event that wakes the run, and the end.
-    boundaries = sorted({index for index, event in enumerate(history) if index and event.get("event_type")
-                         in _TASK_EVENTS} | {len(history)})
-    more, _ = _walk(cls, args, history, codec, boundaries)
-    for first in range(1, len(history)):
-        # Every starting point, then one resume with everything that follows.
-        _walk(cls, args, history, codec, [first, len(history)])
-    assert resumed + more >= 0
+    every_cut(cls, args, history, codec)
 
 
-def _plain(history: List[Dict[str, Any]]) -> bool:
-    """No condition waits and no parallel groups: the histories the sticky path resumes."""
-    return not any(str(event.get("event_type", "")).startswith("ConditionWait")
-                   or "parallel_group_id" in (event.get("payload") or {}) for event in history)
+def _shape(history: List[Dict[str, Any]]) -> str:
+    payloads_ = [event.get("payload") or {} for event in history]
+    if any(str(event.get("event_type", "")).startswith("ConditionWait") for event in history):
+        return "condition wait"
+    if any("parallel_group_id" in payload or "parallel_group_path" in payload for payload in payloads_):
+        return "parallel group"
+    return "plain"
 
 
 def test_the_corpus_exercises_the_sticky_path() -> None:
-    """Not a vacuous property: the histories without condition waits or parallel groups are
-    resumed, except where the previous task's commands are missing from the history (the
-    PHP fiber case records no version marker, so a cold replay takes another path)."""
+    """Not a vacuous property: every history, condition waits and parallel groups included, is
+    resumed at every cut where the run stays suspended -- a kept state never declines -- except
+    where the previous task's commands are missing from the history (the PHP fiber case records
+    no version marker, so a cold replay takes another path)."""
     fixtures_dir()
-    resumed_histories = 0
+    resumed_by_shape: Dict[str, int] = {}
     for label, cls, args, history, codec in _corpus():
-        resumed, restarted = _walk(cls, args, history, codec, list(range(1, len(history) + 1)))
-        resumed_histories += resumed > 0
-        if _plain(history) and len(history) > 1 and "fiber" not in label:
-            assert resumed >= 1 and restarted == 1, (label, resumed, restarted)
-    assert resumed_histories >= 3
+        done = walk(cls, args, history, codec, list(range(1, len(history) + 1)))
+        if "fiber" not in label:
+            assert done.declined == [], (label, done)
+        resumed_by_shape[_shape(history)] = resumed_by_shape.get(_shape(history), 0) + done.resumed
+    assert resumed_by_shape.get("condition wait", 0) >= 30, resumed_by_shape
+    assert resumed_by_shape.get("parallel group", 0) >= 9, resumed_by_shape
+    assert resumed_by_shape.get("plain", 0) >= 1, resumed_by_shape
 
 
 # -- hand-built histories for the cases the corpus lacks ------------------------------------
@@ -186,9 +139,9 @@ def _mixed_history(count: int) -> List[Dict[str, Any]]:
 
 def test_side_effects_versions_signals_and_timers_resume_like_cold() -> None:
     history = _mixed_history(6)
-    resumed, _ = _walk(Mixed, [6], history, "avro", list(range(1, len(history) + 1)))
-    assert resumed > len(history) // 2
-    final = _cold(Mixed, history, [6], "avro")
+    done = walk(Mixed, [6], history, "avro", list(range(1, len(history) + 1)))
+    assert done.resumed > len(history) // 2
+    final = cold(Mixed, history, [6], "avro")
     assert final is not None and "complete_workflow" in final
 
 
