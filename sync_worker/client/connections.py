@@ -30,26 +30,28 @@ active = threading.local()
 
 
 class RequestSlot:
-    """The connection currently serving one abortable request."""
+    """The connection currently serving one abortable request.
 
-    __slots__ = ("aborted", "connection", "lock")
+    No lock: :meth:`attach` writes the connection then reads ``aborted``, :meth:`abort` writes
+    ``aborted`` then reads the connection, so at least one of them sees the other's write and
+    the socket is shut down (perhaps twice, which is harmless). One request makes one slot, so
+    this is on every request's path.
+    """
+
+    __slots__ = ("aborted", "connection")
 
     def __init__(self) -> None:
         self.connection: Any = None
         self.aborted = False
-        self.lock = threading.Lock()
 
     def attach(self, connection: Any) -> None:
-        with self.lock:
-            self.connection = connection
-            aborted = self.aborted
-        if aborted:
+        self.connection = connection
+        if self.aborted:
             _shutdown(connection)
 
     def abort(self) -> None:
-        with self.lock:
-            self.aborted = True
-            connection = self.connection
+        self.aborted = True
+        connection = self.connection
         if connection is not None:
             _shutdown(connection)
 

@@ -52,6 +52,7 @@ class DeadlineWatchdog:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._heap: List[Tuple[float, int, Timer]] = []
+        self._pushes = 0
         self._pid: Optional[int] = None
 
     def schedule(self, seconds: float, callback: Callable[[], None]) -> Timer:
@@ -59,13 +60,36 @@ class DeadlineWatchdog:
         with self._lock:
             self._ensure_running()
             heapq.heappush(self._heap, (timer.deadline, next(self._order), timer))
+            self._pushes += 1
+            if self._pushes >= _COMPACT_EVERY:
+                self._compact()
             if self._heap[0][2] is timer:
                 self._wake.notify()
         return timer
 
     def cancel(self, timer: Timer) -> None:
         # Lazy removal: the entry is skipped when it surfaces (cancel is on every request's path).
+        # The callback (the request's slot, and through it its connection) is let go at once.
         timer.cancelled = True
+        timer.callback = _noop
+
+    def _compact(self) -> None:
+        """Drop cancelled entries once they are most of the heap (amortised O(1) per schedule).
+
+        Almost every deadline is cancelled long before it is due (the request ended), and each
+        surfaces only at its deadline: a busy worker would otherwise carry one entry per request
+        of the last minute or so.
+        """
+        self._pushes = 0
+        live = [entry for entry in self._heap if not entry[2].cancelled]
+        if 2 * len(live) <= len(self._heap):
+            heapq.heapify(live)
+            self._heap = live
+
+    def pending(self) -> int:
+        """Entries in the heap (cancelled ones not yet dropped included)."""
+        with self._lock:
+            return len(self._heap)
 
     def _ensure_running(self) -> None:
         pid = os.getpid()
@@ -99,6 +123,13 @@ class DeadlineWatchdog:
                 except Exception:  # pragma: no cover - an abort callback must never kill the watchdog
                     logger.exception("HTTP deadline callback failed")
 
+
+def _noop() -> None:
+    return None
+
+
+#: Schedules between two looks for cancelled entries to drop.
+_COMPACT_EVERY = 1024
 
 _watchdog = DeadlineWatchdog()
 
