@@ -54,6 +54,9 @@ DEFAULTS: Dict[str, Any] = {
     "POOL": None,  # None: SYNC_WORKER_POOL, else gevent in a patched process, else threads
     "CONCURRENCY": 10,
     "WORKFLOW_CONCURRENCY": 10,
+    "ACTIVITY_POLLERS": 1,
+    "WORKFLOW_POLLERS": 1,
+    "STICKY_CACHE_CAPACITY": 0,
     "SHUTDOWN_TIMEOUT": 30.0,
     "POLL_TIMEOUT": 35.0,
     "HEARTBEAT_INTERVAL": 60.0,
@@ -82,7 +85,8 @@ E_HEALTH_PORT = "sync_worker.E010"
 W_NO_SERVER_URL = "sync_worker.W002"
 
 _POOLS = ("threads", "gevent")
-_POSITIVE_INTS = ("CONCURRENCY", "WORKFLOW_CONCURRENCY")
+_POSITIVE_INTS = ("CONCURRENCY", "WORKFLOW_CONCURRENCY", "ACTIVITY_POLLERS", "WORKFLOW_POLLERS")
+_NON_NEGATIVE_INTS = ("STICKY_CACHE_CAPACITY",)
 _NON_NEGATIVE_FLOATS = ("SHUTDOWN_TIMEOUT", "POLL_TIMEOUT")
 _POSITIVE_FLOATS = ("HEARTBEAT_INTERVAL", "REQUEST_TIMEOUT")
 _QUEUE_KEYS = ("NAME", "CONCURRENCY", "WORKFLOW_CONCURRENCY")
@@ -115,6 +119,9 @@ class WorkerConfig:
     autodiscover_modules: Tuple[str, ...]
     health_port: Optional[int]
     request_timeout: float
+    activity_pollers: int = 1
+    workflow_pollers: int = 1
+    sticky_cache_capacity: int = 0
     sources: Dict[str, str] = field(default_factory=dict, compare=False)
 
     def queue(self, name: str) -> Optional[QueueConfig]:
@@ -214,6 +221,10 @@ def _is_positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
+def _is_non_negative_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _as_float(value: Any) -> Optional[float]:
     if isinstance(value, bool):
         return None
@@ -262,6 +273,9 @@ def _value_problems(merged: Mapping[str, Any], sources: Mapping[str, str]) -> Li
     for key in _POSITIVE_INTS:
         if not _is_positive_int(merged[key]):
             found.append((E_NUMBER, key, f"{key} ({where(key)}) must be a positive int, got {merged[key]!r}"))
+    for key in _NON_NEGATIVE_INTS:
+        if not _is_non_negative_int(merged[key]):
+            found.append((E_NUMBER, key, f"{key} ({where(key)}) must be an int of at least 0, got {merged[key]!r}"))
     for key in _NON_NEGATIVE_FLOATS + _POSITIVE_FLOATS:
         number = _as_float(merged[key])
         positive = key in _POSITIVE_FLOATS
@@ -350,5 +364,8 @@ def get_config(overrides: Optional[Mapping[str, Any]] = None,
         autodiscover_modules=tuple(merged["AUTODISCOVER_MODULES"]),
         health_port=merged["HEALTH_PORT"],
         request_timeout=float(merged["REQUEST_TIMEOUT"]),
+        activity_pollers=int(merged["ACTIVITY_POLLERS"]),
+        workflow_pollers=int(merged["WORKFLOW_POLLERS"]),
+        sticky_cache_capacity=int(merged["STICKY_CACHE_CAPACITY"]),
         sources=sources,
     )

@@ -169,6 +169,9 @@ def build_workers(
             build_id=config.build_id, poll_timeout=config.poll_timeout,
             max_concurrent_workflow_tasks=queue.workflow_concurrency,
             max_concurrent_activity_tasks=queue.concurrency, shutdown_timeout=config.shutdown_timeout,
+            max_concurrent_activity_task_polls=config.activity_pollers,
+            max_concurrent_workflow_task_polls=config.workflow_pollers,
+            sticky_cache_capacity=config.sticky_cache_capacity,
             heartbeat_interval=config.heartbeat_interval,
             interceptors=[DjangoTaskInterceptor(), *interceptors], pool=config.pool,
         ))

@@ -63,11 +63,14 @@ class SettingsTests(SimpleTestCase):
             "sync_worker.E006": {**BASE, "TASK_QUEUES": "shop"},
             "sync_worker.E007": {**BASE, "POOL": "processes"},
             "sync_worker.E008": {**BASE, "CONCURRENCY": 0},
+            "sync_worker.E008 pollers": {**BASE, "ACTIVITY_POLLERS": 0},
+            "sync_worker.E008 sticky": {**BASE, "STICKY_CACHE_CAPACITY": -1},
             "sync_worker.E009": {**BASE, "AUTODISCOVER_MODULES": "activities"},
             "sync_worker.E010": {**BASE, "HEALTH_PORT": 70000},
         }
-        for check_id, value in cases.items():
-            with self.subTest(check_id), override_settings(SYNC_WORKER=value), \
+        for case, value in cases.items():
+            check_id = case.split()[0]
+            with self.subTest(case), override_settings(SYNC_WORKER=value), \
                     mock.patch.dict("os.environ", {}, clear=False):
                 found = problems(environ={})
                 self.assertIn(check_id, ids(found))

@@ -172,3 +172,16 @@ class WorkflowTests(DurableWorkflowTestMixin, TransactionTestCase):
         self.assertEqual([(w.task_queue, w.max_concurrent_activity_tasks) for w in workers], [("inventory", 3)])
         self.assertIn("inventory.reserve", workers[0].activities)
         self.assertIn("shop.fulfil_order", workers[0].workflows.names())
+
+    def test_pollers_and_the_sticky_cache_come_from_the_settings_and_the_flags(self):
+        from django.conf import settings
+        from django.test import override_settings
+
+        configured = {**settings.SYNC_WORKER, "ACTIVITY_POLLERS": 3, "STICKY_CACHE_CAPACITY": 200}
+        with override_settings(SYNC_WORKER=configured):
+            worker = build_workers(task_queues=["inventory"])[0]
+            self.assertEqual((worker.max_concurrent_activity_task_polls, worker.max_concurrent_workflow_task_polls),
+                             (3, 1))
+            self.assertEqual(worker._sticky.capacity, 200)
+            flagged = build_workers(task_queues=["inventory"], overrides={"WORKFLOW_POLLERS": 2})[0]
+            self.assertEqual(flagged.max_concurrent_workflow_task_polls, 2)

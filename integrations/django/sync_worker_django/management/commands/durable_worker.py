@@ -46,6 +46,10 @@ class Command(BaseCommand):
                             help="Comma-separated task queues to serve (default: SYNC_WORKER['TASK_QUEUES']).")
         parser.add_argument("-c", "--concurrency", type=int, default=None, help="Activity slots per queue.")
         parser.add_argument("--workflow-concurrency", type=int, default=None, help="Workflow-task slots per queue.")
+        parser.add_argument("--activity-pollers", type=int, default=None,
+                            help="Activity pollers per queue (ACTIVITY_POLLERS; default 1).")
+        parser.add_argument("--workflow-pollers", type=int, default=None,
+                            help="Workflow-task pollers per queue (WORKFLOW_POLLERS; default 1).")
         parser.add_argument("-P", "--pool", choices=["threads", "gevent"], default=None,
                             help="Concurrency pool (default: SYNC_WORKER['POOL'], else threads).")
         parser.add_argument("-l", "--loglevel", default=None, help="Logging level (default: from --verbosity).")
@@ -67,6 +71,7 @@ class Command(BaseCommand):
         return {
             "TASK_QUEUES": queues, "CONCURRENCY": options.get("concurrency"),
             "WORKFLOW_CONCURRENCY": options.get("workflow_concurrency"), "POOL": options.get("pool"),
+            "ACTIVITY_POLLERS": options.get("activity_pollers"), "WORKFLOW_POLLERS": options.get("workflow_pollers"),
             "SHUTDOWN_TIMEOUT": options.get("shutdown_timeout"), "HEALTH_PORT": options.get("health_port"),
             "SERVER_URL": options.get("server_url"), "NAMESPACE": options.get("namespace"),
         }
