@@ -258,16 +258,17 @@ def _resolve(engine: Engine, act: Row, event_type: str, extra: Dict[str, Any]) -
                "attempt_number": act["attempt_number"], **extra, **act["parallel"]}
     engine.append(run, event_type, payload)
     if run.get("kind") == "activity_host":
+        # The host run's only work is this activity, now closed; it never has timers.
         if event_type == "ActivityCompleted":
             run["output"] = act["result"]
             close_run(engine, run, "completed", "WorkflowCompleted",
-                      {"output": act["result"], "payload_codec": "avro"})
+                      {"output": act["result"], "payload_codec": "avro"}, open_work=False)
         else:
             run["failure"] = {"message": extra.get("message"), "exception_type": extra.get("exception_type"),
                               "exception_class": extra.get("exception_class")}
             close_run(engine, run, "failed", "WorkflowFailed",
                       {"message": extra.get("message"), "exception_type": extra.get("exception_type"),
-                       "exception_class": extra.get("exception_class")})
+                       "exception_class": extra.get("exception_class")}, open_work=False)
         return
     engine.member_resolved(run, act["parallel"], act["sequence"])
     engine.save_run(run)

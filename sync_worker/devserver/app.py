@@ -10,7 +10,7 @@ import socketserver
 import sys
 import threading
 from types import TracebackType
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Type
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Type, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from .admission import PROTOCOL_HEADER, admit
@@ -24,7 +24,7 @@ from .timers import Scheduler
 from .ui import UI, UiResponse
 from .util import ApiError
 from .validation import parse_json_body
-from .wire import CONTINUE, Headers, WireError, error_response, read_head, response
+from .wire import CONTINUE, Headers, Reader, WireError, error_response, read_head, response
 
 log = logging.getLogger("sync_worker.devserver")
 
@@ -115,7 +115,7 @@ class _Handler(socketserver.StreamRequestHandler):
 
     def _handle_one(self) -> None:
         try:
-            head = read_head(self.rfile)
+            head = read_head(cast(Reader, self.rfile))  # a BufferedReader (rbufsize > 0)
         except WireError as refusal:
             self.close_connection = True
             log.debug("refused a request from %s: %s %s", self.client_address, refusal.status, refusal.message)

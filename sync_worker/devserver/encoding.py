@@ -16,8 +16,7 @@ __all__ = ["PreEncoded", "encode_body"]
 _SEPARATORS = (",", ":")
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=_SEPARATORS, ensure_ascii=False)
+_dumps = json.JSONEncoder(separators=_SEPARATORS, ensure_ascii=False).encode
 
 
 class PreEncoded(Dict[str, Any]):

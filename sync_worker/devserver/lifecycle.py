@@ -19,14 +19,17 @@ _CHILD_EVENT = {
 
 def close_run(engine: Engine, run: Row, status: str, event_type: Optional[str],
               payload: Optional[Dict[str, Any]], *, reason: Optional[str] = None,
-              record_open_work: bool = False) -> None:
+              record_open_work: bool = False, open_work: bool = True) -> None:
     """Close ``run`` with ``status``: record the terminal event, settle open work, tell the parent.
 
     Saves ``run``. ``status == "continued"`` leaves the parent link to the caller (it moves to
-    the new run).
+    the new run). ``open_work=False`` is for a caller that knows the run has no pending timer
+    and no open activity (a standalone activity's host run closing with its one activity).
     """
     ts = now()
-    for timer in engine.store.select("timers", "run_id = ? AND state = 'pending'", (run["run_id"],)):
+    pending_timers = engine.store.select("timers", "run_id = ? AND state = 'pending'",
+                                         (run["run_id"],)) if open_work else []
+    for timer in pending_timers:
         timer["state"] = "cancelled"
         engine.store.put("timers", timer)
         if record_open_work and timer.get("timer_kind") is None:  # user timers only
@@ -35,8 +38,9 @@ def close_run(engine: Engine, run: Row, status: str, event_type: Optional[str],
                 "delay_seconds": timer.get("delay_seconds"), "fire_at": iso(timer["fire_at"]),
                 "timer_kind": timer.get("timer_kind"), "reason": reason,
                 **timer.get("parallel", {})})
-    for act in engine.store.select("activities", "run_id = ? AND state IN ('ready', 'backoff', 'leased')",
-                                   (run["run_id"],)):
+    open_activities = engine.store.select("activities", "run_id = ? AND state IN ('ready', 'backoff', 'leased')",
+                                          (run["run_id"],)) if open_work else []
+    for act in open_activities:
         if record_open_work and event_type is not None:
             engine.append(run, "ActivityCancelled", {
                 "sequence": act["sequence"], "activity_type": act["activity_type"],

@@ -71,8 +71,8 @@ class Routes:
         cond = engine.condition(req.namespace, kind, queue)
         envelope = {"protocol_version": WORKER_PROTOCOL_VERSION, "server_capabilities": server_capabilities(engine)}
         with engine.lock:
-            with engine.tx():
-                workers.touch(engine, req.namespace, worker_id)
+            worker = workers.touch(engine, req.namespace, worker_id)
+            leasable: Optional[bool] = worker is None or worker["status"] == "active"  # for the first round
             if isinstance(poll_id, str) and replay is not None:
                 stored = engine.store.get("kv", f"{req.namespace}\0poll\0{kind}\0{poll_id}")
                 if stored is not None:
@@ -82,8 +82,11 @@ class Routes:
             while True:
                 if engine.stopping:
                     return {"task": None, "poll_status": "draining", **envelope}
-                if not req.client_connected() or not workers.may_lease(engine, req.namespace, worker_id):
+                if leasable is None:
+                    leasable = workers.may_lease(engine, req.namespace, worker_id)
+                if not req.client_connected() or not leasable:
                     return {"task": None, "poll_status": "abandoned", **envelope}
+                leasable = None  # after a wait the worker may have deregistered: read it again
                 with engine.tx():
                     task = claim(queue, worker_id, page_size)
                     if task is not None and isinstance(poll_id, str) and replay is not None:

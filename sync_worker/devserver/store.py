@@ -48,6 +48,11 @@ _INDEXES = (
 )
 
 
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # built once, not per json.dumps call
+
+#: How many rows per table (and runs' event counts) the store remembers the stored columns of.
+_REMEMBER_ROWS = 20000
+
 #: The WAL is moved into the database file after this many commits (or every second).
 _CHECKPOINT_EVERY_COMMITS = 200
 
@@ -104,6 +109,12 @@ class Store:
         self._lock = threading.RLock()
         self._checkpointer: Optional[_Checkpointer] = None
         self._commits = 0
+        # What each row's indexed columns hold in the file, for rows read or written lately: a
+        # put then rewrites only the columns that changed (an index not touched, a page not
+        # dirtied) instead of INSERT OR REPLACE, which deletes and re-inserts every index entry.
+        self._stored: Dict[str, Dict[str, Tuple[Any, ...]]] = {table: {} for table in TABLES}
+        self._updates: Dict[Tuple[str, Tuple[int, ...]], str] = {}
+        self._last_seq: Dict[str, int] = {}  # run_id -> its newest event's seq (saves a MAX() per append)
         if path != ":memory:":
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -137,32 +148,74 @@ class Store:
         with self._lock:
             self._depth -= 1
             if self._depth == 0:
+                if not commit:
+                    self._forget()  # the cached column values may be what was just rolled back
                 self._conn.execute("COMMIT" if commit else "ROLLBACK")
                 self._commits += 1
                 if self._checkpointer is not None and self._commits % _CHECKPOINT_EVERY_COMMITS == 0:
                     self._checkpointer.wake()
 
+    def _forget(self) -> None:
+        for known in self._stored.values():
+            known.clear()
+        self._last_seq.clear()
+
+    def _remember(self, table: str, row: Row) -> None:
+        key, columns = TABLES[table]
+        known = self._stored[table]
+        if len(known) >= _REMEMBER_ROWS:
+            known.clear()
+        known[row[key]] = tuple([row.get(c) for c in columns])
+
     # -- documents ----------------------------------------------------------------------
     def put(self, table: str, row: Row) -> None:
         key, columns = TABLES[table]
+        pk = row[key]
+        values = tuple([row.get(c) for c in columns])
+        data = _encode(row)
+        known = self._stored[table]
+        before = known.get(pk)
+        if before is not None:
+            changed = tuple([i for i, (old, new) in enumerate(zip(before, values))
+                             if old != new or type(old) is not type(new)])
+            sql = self._updates.get((table, changed))
+            if sql is None:
+                sets = "".join(f"{columns[i]} = ?, " for i in changed)
+                sql = self._updates[(table, changed)] = f"UPDATE {table} SET {sets}data = ? WHERE {key} = ?"
+            cur = self._conn.execute(sql, [*[values[i] for i in changed], data, pk])
+            if cur.rowcount == 1:
+                known[pk] = values
+                return
         names = [key, *columns, "data"]
-        values = [row[key], *[row.get(c) for c in columns], json.dumps(row, separators=(",", ":"))]
         marks = ", ".join("?" for _ in names)
-        self._conn.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(names)}) VALUES ({marks})", values)
+        self._conn.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(names)}) VALUES ({marks})",
+                           [pk, *values, data])
+        if len(known) >= _REMEMBER_ROWS:
+            known.clear()
+        known[pk] = values
 
     def get(self, table: str, key: str) -> Optional[Row]:
         pk = TABLES[table][0]
         cur = self._conn.execute(f"SELECT data FROM {table} WHERE {pk} = ?", (key,))
         found = cur.fetchone()
-        return None if found is None else dict(json.loads(found[0]))
+        if found is None:
+            return None
+        row = dict(json.loads(found[0]))
+        self._remember(table, row)
+        return row
 
     def delete(self, table: str, key: str) -> None:
         pk = TABLES[table][0]
         self._conn.execute(f"DELETE FROM {table} WHERE {pk} = ?", (key,))
+        self._stored[table].pop(key, None)
 
     def delete_where(self, table: str, where: str, params: Sequence[Any] = ()) -> int:
         """Delete every matching row (``events`` included); returns how many went."""
         cur = self._conn.execute(f"DELETE FROM {table} WHERE {where}", tuple(params))
+        if table == "events":
+            self._last_seq.clear()
+        else:
+            self._stored[table].clear()
         return int(cur.rowcount)
 
     def select(self, table: str, where: str = "1=1", params: Sequence[Any] = (), *,
@@ -172,7 +225,10 @@ class Store:
             sql += f" ORDER BY {order}"
         if limit is not None:
             sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
-        return [dict(json.loads(r[0])) for r in self._conn.execute(sql, tuple(params))]
+        rows = [dict(json.loads(r[0])) for r in self._conn.execute(sql, tuple(params))]
+        for row in rows:
+            self._remember(table, row)
+        return rows
 
     def count(self, table: str, where: str = "1=1", params: Sequence[Any] = ()) -> int:
         cur = self._conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}", tuple(params))
@@ -180,12 +236,19 @@ class Store:
 
     # -- history ------------------------------------------------------------------------
     def event_count(self, run_id: str) -> int:
+        known = self._last_seq.get(run_id)
+        if known is not None:
+            return known
         cur = self._conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?", (run_id,))
         return int(cur.fetchone()[0])
 
     def add_event(self, run_id: str, seq: int, event: Row) -> None:
         self._conn.execute("INSERT INTO events (run_id, seq, data) VALUES (?, ?, ?)",
-                           (run_id, seq, json.dumps(event, separators=(",", ":"))))
+                           (run_id, seq, _encode(event)))
+        if len(self._last_seq) >= _REMEMBER_ROWS:
+            self._last_seq.clear()
+        if seq > self._last_seq.get(run_id, 0):
+            self._last_seq[run_id] = seq
 
     def events(self, run_id: str, offset: int = 0, limit: Optional[int] = None) -> List[Row]:
         sql = "SELECT data FROM events WHERE run_id = ? ORDER BY seq"

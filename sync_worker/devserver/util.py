@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import base64
+import math
+import os
 import re
 import time
-import uuid
 from datetime import datetime, timezone
 from typing import Any, Dict, Optional
 
@@ -21,9 +22,27 @@ def now() -> float:
 
 
 def iso(ts: Optional[float]) -> Optional[str]:
-    """UTC ISO-8601 with exactly six fractional digits and ``Z`` (what the SDK parses strictly)."""
+    """UTC ISO-8601 with exactly six fractional digits and ``Z`` (what the SDK parses strictly).
+
+    The same text as ``datetime.fromtimestamp(ts, timezone.utc).strftime(...)`` (microseconds
+    rounded half to even), with the date and time of day formatted once per second: a response
+    carries several timestamps and ``strftime`` was a visible share of the server's CPU.
+    """
     if ts is None:
         return None
+    if _FAST_RANGE[0] <= ts < _FAST_RANGE[1]:
+        fraction, whole = math.modf(ts)
+        micros = round(fraction * 1e6)
+        second = int(whole)
+        if micros >= 1000000:
+            second += 1
+            micros -= 1000000
+        prefix = _SECONDS.get(second)
+        if prefix is None:
+            if len(_SECONDS) >= 4096:
+                _SECONDS.clear()
+            prefix = _SECONDS[second] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        return f"{prefix}.{micros:06d}Z"
     try:
         return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     except (OverflowError, OSError, ValueError):
@@ -33,10 +52,13 @@ def iso(ts: Optional[float]) -> Optional[str]:
 
 _LAST_INSTANT = "9999-12-31T23:59:59.999999Z"
 _FIRST_INSTANT = "1970-01-01T00:00:00.000000Z"
+_FAST_RANGE = (0.0, 253402300799.0)  # 1970 .. the last whole second of 9999: plain gmtime
+_SECONDS: Dict[int, str] = {}
 
 
 def new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex}"
+    """``prefix-`` and 32 random hex digits (what ``uuid4().hex`` gave, at a fifth of the cost)."""
+    return f"{prefix}-{os.urandom(16).hex()}"
 
 
 def page_token(offset: int) -> str:
@@ -109,4 +131,4 @@ _counter = [0]
 def ordered_id(prefix: str) -> str:
     """A URL-safe id whose text order follows creation order (claims are first-in, first-out)."""
     _counter[0] = (_counter[0] + 1) % 1000000
-    return f"{prefix}-{int(time.time() * 1000000):015x}{_counter[0]:06d}{uuid.uuid4().hex[:10]}"
+    return f"{prefix}-{int(time.time() * 1000000):015x}{_counter[0]:06d}{os.urandom(5).hex()}"

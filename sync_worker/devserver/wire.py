@@ -35,7 +35,7 @@ from email.utils import formatdate
 from http import HTTPStatus
 from typing import Dict, Iterable, Iterator, List, Optional, Protocol, Tuple
 
-__all__ = ["Head", "Headers", "WireError", "read_head", "response", "error_response", "CONTINUE"]
+__all__ = ["Head", "Headers", "Reader", "WireError", "read_head", "response", "error_response", "CONTINUE"]
 
 MAX_LINE = 64 * 1024
 MAX_HEAD_BYTES = 64 * 1024
@@ -47,6 +47,9 @@ _REQUEST_LINE = re.compile(rb"(" + _TOKEN + rb") ([\x21-\x7e\x80-\xff]+) HTTP/([
 _LOOSE_VERSION = re.compile(rb"\S+ \S+ HTTP/[0-9]+(\.[0-9]+)?\r?\n")
 _FIELD = re.compile(rb"(" + _TOKEN + rb"):[ \t]*(.*?)[ \t]*\r?\n", re.DOTALL)
 _DIGITS = re.compile(r"[0-9]{1,18}")
+# The fast path: a whole head of strict ``name: value\r\n`` lines, already in the reader's buffer.
+_STRICT_BLOCK = re.compile(rb"(?:" + _TOKEN + rb":[^\r\n\x00]*\r\n)*\r\n")
+_STRICT_FIELD = re.compile(r"([^:]+):[ \t]*(.*?)[ \t]*\r\n")
 
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _PHRASES: Dict[int, str] = {status.value: status.phrase for status in HTTPStatus}
@@ -54,9 +57,13 @@ _SERVER = "sync-worker-devserver"
 
 
 class Reader(Protocol):
-    """What the head reader needs of the socket: a buffered ``readline`` with a limit."""
+    """What the head reader needs of the socket: ``readline`` with a limit, ``peek`` and ``read``."""
 
     def readline(self, size: int = -1, /) -> bytes: ...
+
+    def peek(self, size: int = 0, /) -> bytes: ...
+
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class WireError(Exception):
@@ -171,6 +178,33 @@ def read_head(rfile: Reader) -> Optional[Head]:
 
 
 def _read_fields(rfile: Reader, used: int) -> Dict[str, str]:
+    buffered = rfile.peek(1)
+    end = 2 if buffered[:2] == b"\r\n" else buffered.find(b"\r\n\r\n") + 4  # 3: not all buffered yet
+    if end > 3 or end == 2:
+        block = buffered[:end]
+        if used + end <= MAX_HEAD_BYTES and block.count(b"\r\n") <= MAX_HEADERS + 1 \
+                and _STRICT_BLOCK.fullmatch(block):
+            rfile.read(len(block))
+            fields: Dict[str, str] = {}
+            for name, value in _STRICT_FIELD.findall(block[:-2].decode("latin-1")):
+                _add_field(fields, name.lower(), value)
+            return fields
+    return _read_fields_slowly(rfile, used)
+
+
+def _add_field(fields: Dict[str, str], name: str, value: str) -> None:
+    previous = fields.get(name)
+    if previous is None:
+        fields[name] = value
+    elif name == "content-length":
+        if previous != value:
+            raise WireError(400, "invalid_content_length", "conflicting Content-Length fields")
+    else:
+        fields[name] = f"{previous}, {value}"
+
+
+def _read_fields_slowly(rfile: Reader, used: int) -> Dict[str, str]:
+    """Line by line: heads split over several segments, bare ``\n`` line ends, and every refusal."""
     fields: Dict[str, str] = {}
     count = 0
     while True:
@@ -197,14 +231,7 @@ def _read_fields(rfile: Reader, used: int) -> Dict[str, str]:
         value = found.group(2).decode("latin-1")
         if "\r" in value or "\n" in value or "\0" in value:
             raise WireError(400, "bad_request", f"header {name} carries a control character")
-        previous = fields.get(name)
-        if previous is None:
-            fields[name] = value
-        elif name == "content-length":
-            if previous != value:
-                raise WireError(400, "invalid_content_length", "conflicting Content-Length fields")
-        else:
-            fields[name] = f"{previous}, {value}"
+        _add_field(fields, name, value)
 
 
 _date_cache: List[object] = [0, ""]

@@ -100,18 +100,24 @@ def heartbeat(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict[str,
 TOUCH_EVERY_SECONDS = 2.0
 
 
-def touch(engine: Engine, namespace: str, worker_id: Any) -> None:
-    """Polls count as liveness for an already registered worker."""
+def touch(engine: Engine, namespace: str, worker_id: Any) -> Optional[Row]:
+    """Polls count as liveness for an already registered worker; returns its row (``None`` if unknown).
+
+    The caller holds the engine lock; the row is rewritten (in its own transaction) only when the
+    throttle says so, so most polls cost one read here.
+    """
     if not isinstance(worker_id, str):
-        return
+        return None
     worker = engine.store.get("workers", _key(namespace, worker_id))
     if worker is None or worker["status"] != "active":
-        return
+        return worker
     ts = now()
     every = min(TOUCH_EVERY_SECONDS, engine.config.stale_after_seconds / 4.0)
     if ts - float(worker.get("last_seen_at") or 0) >= every:
         worker["last_seen_at"] = ts
-        engine.store.put("workers", worker)
+        with engine.tx():
+            engine.store.put("workers", worker)
+    return worker
 
 
 def may_lease(engine: Engine, namespace: str, worker_id: str) -> bool:

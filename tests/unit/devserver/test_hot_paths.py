@@ -3,7 +3,9 @@
 * the activity claim is an indexed lookup (no sort of every ready row);
 * run creation takes ``created_order`` from a counter that survives a restart;
 * a poll rewrites the worker row only when ``last_seen_at`` is old enough to matter;
-* the ``server_capabilities`` block is encoded once and spliced into each poll answer.
+* the ``server_capabilities`` block is encoded once and spliced into each poll answer;
+* timestamps are formatted once per second, with ``datetime``'s exact text;
+* the body nesting check counts brackets in C and walks them only when there are many.
 """
 
 from __future__ import annotations
@@ -83,3 +85,31 @@ def test_capabilities_are_encoded_once_and_answer_the_same(server: DevServer) ->
                                   {"worker_id": "w", "task_queue": "cq", "timeout_seconds": 0}, plane="worker")
     assert answer.status_code == 200
     assert answer.json()["server_capabilities"] == dict(block)
+
+
+def test_iso_formats_as_datetime_does() -> None:
+    """``iso`` formats each second once; the text must stay what ``datetime`` gives (half-even micros)."""
+    import math
+    import random
+    from datetime import datetime, timezone
+
+    from sync_worker.devserver.util import iso
+
+    rng = random.Random(15)
+    samples = [0.0, 5e-7, 1.5e-6, 2.5e-6, 0.9999995, 0.99999949, 1e9 + 0.9999995, 253402300798.9999996]
+    samples += [rng.uniform(0, 4e9) for _ in range(20000)]
+    samples += [math.floor(rng.uniform(0, 4e9)) + k / 1e6 + 5e-7 for k in range(0, 1000000, 991)]
+    for ts in samples:
+        assert iso(ts) == datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"), ts
+    assert iso(float("nan")) == "9999-12-31T23:59:59.999999Z" and iso(1e20) == "9999-12-31T23:59:59.999999Z"
+    assert iso(-1.5) == "1969-12-31T23:59:58.500000Z" and iso(None) is None
+
+
+def test_nesting_depth_check_counts_only_brackets_outside_strings() -> None:
+    from sync_worker.devserver.validation import MAX_DEPTH, _depth_ok
+
+    assert _depth_ok(b'{"a": "' + b"[" * 500 + b'"}')
+    assert _depth_ok(b"[" * MAX_DEPTH + b"]" * MAX_DEPTH)
+    assert not _depth_ok(b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1))
+    assert _depth_ok(b"[" + b"[]," * 300 + b"[]]")  # many openers, shallow
+    assert not _depth_ok(b'["\\"", ' + b"{" * (MAX_DEPTH + 1) + b"}" * (MAX_DEPTH + 1) + b"]")  # escaped quote

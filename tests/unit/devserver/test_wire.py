@@ -7,8 +7,10 @@ pipelining, ``Expect: 100-continue`` and HTTP/1.0 behave as RFC 9112 says.
 
 from __future__ import annotations
 
+import io
 import json
 import socket
+import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
@@ -16,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sync_worker.devserver import DevServer
+from sync_worker.devserver.wire import _read_fields_slowly, read_head
 from sync_worker.payloads import envelope
 
 Response = Tuple[int, Dict[str, str], bytes]
@@ -246,6 +249,40 @@ def test_a_client_hanging_up_mid_head_does_not_break_the_server(server: DevServe
         with socket.create_connection((server.host, server.port), timeout=5) as sock:
             sock.sendall(partial)
     _still_serving(server)
+
+
+def test_a_head_dribbled_in_small_segments_is_served(server: DevServer) -> None:
+    body = json.dumps({"workflow_id": "wire-dribbled", "workflow_type": "t", "task_queue": "wire-q",
+                       "input": envelope([])}).encode()
+    data = _request("POST", "/api/workflows", body, extra=CONTROL + "X-Spaced:   padded value \t \r\n")
+    conn = Conn(server)
+    try:
+        for start in range(0, len(data), 7):
+            conn.send(data[start:start + 7])
+            time.sleep(0.001)
+        got = conn.response()
+        assert got is not None and got[0] == 201, got
+    finally:
+        conn.close()
+
+
+def test_bare_lf_line_ends_are_accepted(server: DevServer) -> None:
+    got, _ = _exchange(server, b"GET /api/workflows HTTP/1.1\nHost: x\n" + CONTROL.replace("\r\n", "\n").encode()
+                       + b"Connection: close\n\n")
+    assert got is not None and got[0] == 200, got
+
+
+@pytest.mark.parametrize("head", [
+    b"Host: x\r\n\r\n",
+    b"\r\n",
+    b"Host: x\r\nX-A:  spaced  \t\r\nx-a: again\r\nContent-Length: 3\r\ncontent-length: 3\r\n\r\n",
+    b"Accept: a/b, c/d;q=0.9\r\nX-Colon: a:b:c\r\nX-Empty:\r\nX-Latin: caf\xe9\r\n\r\n",
+])
+def test_the_buffered_fast_path_reads_fields_as_the_line_reader_does(head: bytes) -> None:
+    fast = read_head(io.BufferedReader(io.BytesIO(b"GET / HTTP/1.1\r\n" + head + b"rest")))
+    assert fast is not None
+    slow = _read_fields_slowly(io.BufferedReader(io.BytesIO(head)), 0)
+    assert dict(fast.headers.items()) == slow
 
 
 _VALID = _request("POST", "/api/workflows", b'{"workflow_id": "f", "workflow_type": "t", "task_queue": "q"}',
