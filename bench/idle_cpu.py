@@ -1,13 +1,17 @@
 """CPU an idle worker burns: sync_worker on threads and on gevent beside the published SDK's worker.
 
-    python3 bench/idle_cpu.py                 # 3 rounds x 20 s per worker kind, about 4 minutes
+    python3 bench/idle_cpu.py                 # 3 rounds x 40 s per worker kind, about 7 minutes
     python3 bench/idle_cpu.py --seconds 10 --rounds 1
 
-A dev server runs in its own child process (never counted). Each measurement is one worker
-child process, registered and long-polling an empty task queue: it waits ``--warmup`` seconds,
-then reports its own user+system CPU (``resource.getrusage``, all threads) over ``--seconds``.
-The kinds alternate within each round. Printed: CPU percent of one core per kind (min / median /
-max over rounds) and each kind's median as a ratio of the published SDK's.
+Each measurement is one worker child process on a dev server of its own (a child process too,
+never counted), registered and long-polling an empty task queue: it waits ``--warmup`` seconds,
+then reports its own user+system CPU (``resource.getrusage``, all threads, microsecond
+resolution) over ``--seconds``. The kinds alternate within each round. Printed: CPU percent of
+one core per kind (min / median / max over rounds) and each kind's median as a ratio of the
+published SDK's; then what woke each kind: wake-ups per second (the voluntary context switches
+of all the child's threads in the window, from ``/proc/self/task/*/status``: every return from
+a blocking wait counts one) and the HTTP requests the dev server answered per minute, by kind
+(counted from the dev server's request log over each child's window).
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from typing import Dict, List
+from typing import Any, Dict, List, Tuple
 
 KINDS = ("sdk", "threads", "gevent")
 
@@ -39,6 +45,14 @@ def _child(kind: str, url: str, warmup: float, seconds: float) -> None:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return usage.ru_utime + usage.ru_stime
 
+    def window(seconds: float) -> Dict[str, float]:
+        switches, wall, start = _context_switches(), time.time(), cpu()
+        time.sleep(seconds)
+        used = cpu() - start
+        after = _context_switches()
+        return {"cpu_seconds": used, "wall_start": wall, "wall_end": time.time(),
+                "voluntary_switches": after[0] - switches[0], "involuntary_switches": after[1] - switches[1]}
+
     if kind == "sdk":
         import asyncio
 
@@ -54,14 +68,13 @@ def _child(kind: str, url: str, warmup: float, seconds: float) -> None:
             worker = SdkWorker(SdkClient(url), task_queue=queue, workflows=[], activities=[sdk_noop])
             runner = asyncio.create_task(worker.run())
             await asyncio.sleep(warmup)
-            start = cpu()
-            await asyncio.sleep(seconds)
-            used = cpu() - start
+            # The window runs on a thread so that the event loop keeps serving the worker.
+            measured = await asyncio.get_running_loop().run_in_executor(None, window, seconds)
             await worker.stop()
             await asyncio.wait_for(runner, timeout=30)
-            return used
+            return measured
 
-        used = asyncio.run(main())
+        measured = asyncio.run(main())
     else:
         from sync_worker import Client, Worker, activity
 
@@ -73,12 +86,57 @@ def _child(kind: str, url: str, warmup: float, seconds: float) -> None:
         runner = threading.Thread(target=worker.run, daemon=True)
         runner.start()
         time.sleep(warmup)
-        start = cpu()
-        time.sleep(seconds)
-        used = cpu() - start
+        measured = window(seconds)
         worker.stop()
         runner.join(30)
-    print(json.dumps({"kind": kind, "cpu_seconds": used, "seconds": seconds}), flush=True)
+    print(json.dumps({"kind": kind, "seconds": seconds, **measured}), flush=True)
+
+
+def _context_switches() -> Tuple[int, int]:
+    """(voluntary, involuntary) context switches of every thread of this process (Linux; else 0, 0)."""
+    voluntary = involuntary = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 0, 0
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/status") as status:
+                for line in status:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        voluntary += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches:"):
+                        involuntary += int(line.split()[1])
+        except OSError:  # the thread exited meanwhile
+            continue
+    return voluntary, involuntary
+
+
+# The dev server's request log line: "<asctime> DEBUG sync_worker.devserver...: <addr> - "POST /path HTTP/1.1" 200 -"
+_REQUEST_LINE = re.compile(r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) .*"(GET|POST|PUT|DELETE) (\S+) HTTP/')
+
+
+def _request_kind(path: str) -> str:
+    path = path.split("?", 1)[0]
+    if path.endswith("-tasks/poll"):
+        return "poll"
+    if path.endswith("/heartbeat"):
+        return "heartbeat"
+    return "other"
+
+
+def _requests_in(log_path: str, start: float, end: float) -> Dict[str, int]:
+    """Requests the dev server answered between ``start`` and ``end`` (epoch seconds), by kind."""
+    counts: Dict[str, int] = {"poll": 0, "heartbeat": 0, "other": 0}
+    with open(log_path, errors="replace") as log:
+        for line in log:
+            match = _REQUEST_LINE.match(line)
+            if match is None:
+                continue
+            when = time.mktime(time.strptime(match.group(1), "%Y-%m-%d %H:%M:%S")) + int(match.group(2)) / 1000
+            if start <= when <= end:
+                counts[_request_kind(match.group(4))] += 1
+    return counts
 
 
 def _free_port() -> int:
@@ -101,10 +159,47 @@ def _wait_ready(url: str, timeout: float = 30.0) -> None:
             time.sleep(0.2)
 
 
+def _measure(args: argparse.Namespace, folder: str, results: Dict[str, List[float]],
+             wakeups: Dict[str, List[float]], requests: Dict[str, Dict[str, int]]) -> None:
+    for round_no in range(args.rounds):
+        order = KINDS[round_no % len(KINDS):] + KINDS[:round_no % len(KINDS)]
+        for kind in order:
+            data, answered = _one(kind, args, os.path.join(folder, f"devserver-{round_no}-{kind}.log"))
+            percent = 100.0 * data["cpu_seconds"] / data["seconds"]
+            results[kind].append(percent)
+            rate = data["voluntary_switches"] / data["seconds"]
+            wakeups[kind].append(rate)
+            for name, count in answered.items():
+                requests[kind][name] += count
+            print(f"round {round_no + 1} {kind:8s} {percent:.4f}% of one core, {rate:.2f} wake-ups/s, "
+                  f"requests {answered}", flush=True)
+
+
+def _one(kind: str, args: argparse.Namespace, log_path: str) -> Tuple[Dict[str, Any], Dict[str, int]]:
+    """One child on a dev server of its own (so a long poll the previous child left behind is never
+    counted as this one's); DEBUG makes the server log every request it answers."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    with open(log_path, "wb") as log:
+        server = subprocess.Popen([sys.executable, "-m", "sync_worker", "devserver", "--port", str(port),
+                                   "--log-level", "DEBUG"], stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            _wait_ready(url)
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", kind, "--url", url, "--seconds", str(args.seconds),
+                 "--warmup", str(args.warmup)], check=True, capture_output=True, text=True, timeout=300)
+        finally:
+            server.terminate()
+            server.wait(10)
+    line = [raw for raw in out.stdout.splitlines() if raw.startswith("{")][-1]
+    data: Dict[str, Any] = json.loads(line)
+    return data, _requests_in(log_path, data["wall_start"], data["wall_end"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--warmup", type=float, default=4.0)
+    parser.add_argument("--seconds", type=float, default=40.0)
+    parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--child", choices=KINDS)
     parser.add_argument("--url")
@@ -112,27 +207,11 @@ def main() -> None:
     if args.child:
         _child(args.child, args.url, args.warmup, args.seconds)
         return
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "sync_worker", "devserver", "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     results: Dict[str, List[float]] = {kind: [] for kind in KINDS}
-    try:
-        _wait_ready(url)
-        for round_no in range(args.rounds):
-            order = KINDS[round_no % len(KINDS):] + KINDS[:round_no % len(KINDS)]
-            for kind in order:
-                out = subprocess.run(
-                    [sys.executable, __file__, "--child", kind, "--url", url, "--seconds", str(args.seconds),
-                     "--warmup", str(args.warmup)], check=True, capture_output=True, text=True, timeout=300)
-                line = [raw for raw in out.stdout.splitlines() if raw.startswith("{")][-1]
-                data = json.loads(line)
-                percent = 100.0 * data["cpu_seconds"] / data["seconds"]
-                results[kind].append(percent)
-                print(f"round {round_no + 1} {kind:8s} {percent:.4f}% of one core", flush=True)
-    finally:
-        server.terminate()
-        server.wait(10)
+    wakeups: Dict[str, List[float]] = {kind: [] for kind in KINDS}
+    requests: Dict[str, Dict[str, int]] = {kind: {"poll": 0, "heartbeat": 0, "other": 0} for kind in KINDS}
+    with tempfile.TemporaryDirectory(prefix="idle-cpu-") as folder:
+        _measure(args, folder, results, wakeups, requests)
     print("\nidle worker CPU, percent of one core (min / median / max), and median vs the published SDK")
     sdk = statistics.median(results["sdk"])
     for kind in KINDS:
@@ -140,6 +219,12 @@ def main() -> None:
         median = statistics.median(values)
         ratio = median / sdk if sdk > 0 else float("inf")
         print(f"  {kind:8s} {min(values):.4f} / {median:.4f} / {max(values):.4f}   x{ratio:.2f}")
+    minutes = args.rounds * args.seconds / 60.0
+    print("\nwhat woke it: wake-ups per second (min / median / max), requests answered per minute by kind")
+    for kind in KINDS:
+        rates = wakeups[kind]
+        per_minute = ", ".join(f"{name} {count / minutes:.2f}" for name, count in requests[kind].items())
+        print(f"  {kind:8s} {min(rates):.2f} / {statistics.median(rates):.2f} / {max(rates):.2f}   {per_minute}")
 
 
 if __name__ == "__main__":

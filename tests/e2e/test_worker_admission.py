@@ -144,6 +144,14 @@ def test_fixed_worker_is_not_gated_but_publishes_memory_figures(client: Client) 
         status = worker.status().concurrency
         assert status is not None and status.mode == "fixed" and status.gate == "off" and status.limit == 3
         assert status.deferrals == 0 and status.usage_bytes
+        # Idle again: the poller holds a slot for its long poll, which is not work, so the control
+        # loop ticks at its quiet interval (30 s) instead of every tickMs.
+        def polling_idle() -> bool:
+            figures = worker.status().concurrency
+            return figures is not None and figures.reserved == 1 and figures.in_flight == 0
+
+        wait_for(polling_idle, timeout=5)
+        assert worker._act_gate.idle()
         assert running.stop() is None
 
 

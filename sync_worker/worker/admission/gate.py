@@ -162,9 +162,13 @@ class AdmissionGate:
             return self._deferring
 
     def idle(self) -> bool:
-        """Nothing reserved, running or waiting for admission."""
+        """No task running and nobody waiting for admission.
+
+        A reservation that has not started a task is a poller's slot for its long poll (every
+        poller holds one while it polls), not work: an idle worker always has one.
+        """
         with self._lock:
-            return not self._records and not self._waiting
+            return not self._waiting and not any(r.started for r in self._records.values())
 
     def _running_locked(self) -> int:
         return sum(1 for r in self._records.values() if r.started)

@@ -629,3 +629,20 @@ def test_control_loop_idles_quietly_only_for_a_fixed_limit(option: Any, idle_wai
     start_control_loop(gate, _InlineBackend(busy))
     assert busy.timeouts == [2.0]  # work in flight: the configured tick
     reservation.finish()
+
+
+def test_a_pollers_reservation_is_not_work_for_the_quiet_control_loop() -> None:
+    """Every poller holds a slot for its long poll: an idle worker always has one reservation."""
+    from sync_worker.worker.admission import start_control_loop
+
+    gate = Machine().gate(4)
+    polling = gate.try_reserve()
+    assert polling is not None and gate.reserved == 1 and gate.running == 0
+    assert gate.idle()
+    event = _RecordingEvent(stop_after=2)
+    start_control_loop(gate, _InlineBackend(event))
+    assert event.timeouts == [30.0, 30.0]
+    polling.start("t")  # the poll leased a task: now it is work
+    assert not gate.idle()
+    polling.finish()
+    assert gate.idle()
