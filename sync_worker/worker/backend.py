@@ -95,7 +95,11 @@ class QueueLike(Protocol):
 class SchedulerMonitor(Protocol):
     """Watches a cooperative scheduler (the gevent hub) from outside it."""
 
-    def start(self) -> None: ...
+    def start(self, on_tick: Optional[Callable[[float], None]] = None) -> None:
+        """Start watching; ``on_tick(next_within)`` runs on the scheduler each time it runs the
+        monitor (a worker passes its progress tick: under a cooperative scheduler the monitor's
+        stamp proves what the supervisor's tick would, so the supervisor does not wake for it)."""
+        ...
 
     def stop(self) -> None: ...
 

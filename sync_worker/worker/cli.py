@@ -23,10 +23,12 @@ import importlib
 import inspect
 import logging
 import os
+import select
 import signal
+import socket
 import sys
 import threading
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
 import click
 
@@ -53,23 +55,75 @@ EXIT_COLD_STOP = 4
 
 
 class _ShutdownFlags:
-    """Set by signal handlers, read by the main loop (handlers do nothing else)."""
+    """Set by signal handlers, read by the main loop (handlers only set them and wake the loop)."""
 
-    def __init__(self) -> None:
+    def __init__(self, wake: Optional[Callable[[], None]] = None) -> None:
         self.warm = False
         self.cold = False
         self.signals = 0
+        self._wake = wake
 
     def on_term(self, signum: int, frame: Any) -> None:
         self.signals += 1
         if self.warm:
             self.cold = True
         self.warm = True
+        self._notify()
 
     def on_quit(self, signum: int, frame: Any) -> None:
         self.signals += 1
         self.warm = True
         self.cold = True
+        self._notify()
+
+    def _notify(self) -> None:
+        if self._wake is not None:
+            self._wake()
+
+
+class _Wakeup:
+    """What the main loop of :func:`serve` sleeps on, without a timeout: a socket pair written to
+    by any signal at C level (``signal.set_wakeup_fd``: it wakes the main thread's ``select`` even
+    when another thread took the signal), by the Python handlers once their flags are set, and by
+    the worker's thread when it ends. An idle worker process is never woken to look at flags
+    (``bench/idle_cpu.py`` counts its wake-ups); under gevent ``select`` waits on the hub."""
+
+    def __init__(self) -> None:
+        self._read, self._write = socket.socketpair()
+        self._read.setblocking(False)
+        self._write.setblocking(False)
+        self._previous: Optional[int] = None
+        try:
+            self._previous = signal.set_wakeup_fd(self._write.fileno(), warn_on_full_buffer=False)
+        except (ValueError, OSError):  # not the main thread: look every 0.1 s as a fallback
+            self.timeout: Optional[float] = 0.1
+        else:
+            self.timeout = None
+
+    def notify(self) -> None:
+        """Wake the waiter (from a signal handler or any thread; never blocks)."""
+        try:
+            self._write.send(b"\0")
+        except OSError:  # full (a wakeup is pending anyway) or closed (serve() has returned)
+            pass
+
+    def wait(self) -> None:
+        """Sleep until notified (or a signal arrives), then clear what woke it."""
+        select.select([self._read], [], [], self.timeout)
+        try:
+            while self._read.recv(4096):
+                pass
+        except OSError:  # drained
+            pass
+
+    def close(self) -> None:
+        if self.timeout is None:
+            try:
+                signal.set_wakeup_fd(-1 if self._previous is None else self._previous)
+            except (ValueError, OSError):
+                pass
+        self._read.close()
+        self._write.close()
 
 
 def _import_target(target: str) -> Any:
@@ -312,8 +366,13 @@ def run_command(target: str, task_queue: Optional[str], concurrency: Union[int, 
 
 
 def serve(worker: Worker) -> int:
-    """Run ``worker`` in a thread, translate signals into warm/cold stops; returns the exit code."""
-    flags = _ShutdownFlags()
+    """Run ``worker`` in a thread, translate signals into warm/cold stops; returns the exit code.
+
+    The calling (main) thread sleeps until a signal or the worker's end wakes it.
+    """
+    wakeup = _Wakeup()
+    flags = _ShutdownFlags(wakeup.notify)
+    ended: List[bool] = []
     previous = {
         signal.SIGTERM: signal.signal(signal.SIGTERM, flags.on_term),
         signal.SIGINT: signal.signal(signal.SIGINT, flags.on_term),
@@ -327,6 +386,9 @@ def serve(worker: Worker) -> int:
             worker.run()
         except BaseException as error:
             errors.append(error)
+        finally:
+            ended.append(True)
+            wakeup.notify()
 
     def request_stop(cold: bool) -> None:
         try:
@@ -338,8 +400,8 @@ def serve(worker: Worker) -> int:
     runner.start()
     warm_sent = cold_sent = False
     try:
-        while runner.is_alive():
-            runner.join(0.1)
+        while not ended:
+            wakeup.wait()
             if flags.cold and not cold_sent:
                 cold_sent = warm_sent = True
                 logger.warning("cold stop: abandoning running work and exiting")
@@ -348,9 +410,11 @@ def serve(worker: Worker) -> int:
                 warm_sent = True
                 logger.info("warm shutdown: draining (send the signal again, or SIGQUIT, to stop at once)")
                 threading.Thread(target=request_stop, args=(False,), daemon=True).start()
+        runner.join()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        wakeup.close()
     error = errors[0] if errors else None
     if cold_sent:
         if error is not None and not isinstance(error, ShutdownIncomplete):

@@ -251,46 +251,70 @@ class GeventBackend:
 class HubMonitor:
     """Detects a blocked gevent hub, readable from any real OS thread.
 
-    A greenlet stamps the time every ``interval`` seconds. A probe on another OS thread (or the
-    status snapshot) compares that stamp with the clock: a stamp older than ``interval`` is
-    *overdue*, and the overdue time is how long the hub has at least been blocked. Nothing else
-    wakes up: an idle gevent worker pays one greenlet switch per ``interval`` for this (default
-    5 s; ``bench/idle_cpu.py`` measures what idle costs). A block is never over-reported, and a
-    block longer than a threshold (``event_loop_stall_seconds``, 30 s) is seen at most
-    ``interval`` after it passed the threshold.
+    A repeating timer of the hub's own loop stamps the time every ``interval`` seconds: its
+    callback runs in the hub itself (no greenlet, no switch), so it runs only while the hub runs.
+    A probe on another OS thread (or the status snapshot) compares that stamp with the clock: a
+    stamp older than ``interval`` is *overdue*, and the overdue time is how long the hub has at
+    least been blocked. Nothing else wakes up: an idle gevent worker pays one loop wakeup per
+    ``interval`` for this (default 5 s), and a worker's supervisor does not add its own (the
+    stamp calls ``on_tick``, the worker's progress tick; ``bench/idle_cpu.py`` counts the
+    wake-ups). A block is never over-reported, and a block longer than a threshold
+    (``event_loop_stall_seconds``, 30 s) is seen at most ``interval`` after it passed the threshold.
     """
 
     def __init__(self, *, interval: float = 5.0) -> None:
         self.interval = interval
         self._last_tick = time.monotonic()
         self._stopped = False
-        self._greenlet: Any = None
+        self._timer: Any = None
+        self._hub_thread: Optional[int] = None
+        self._on_tick: Optional[Callable[[float], None]] = None
         self._worst = 0.0
         # (when it ended, how long it lasted) of the last block longer than _REPORTED_BLOCK_SECONDS
         self._last_block: Optional[Tuple[float, float]] = None
 
-    def start(self) -> None:
+    def start(self, on_tick: Optional[Callable[[float], None]] = None) -> None:
+        """Start stamping on this thread's hub; ``on_tick(interval)`` is called with every stamp."""
         import gevent
 
+        self._stop_timer()
+        hub = gevent.get_hub()
         self._stopped = False
+        self._on_tick = on_tick
+        self._hub_thread = hub.thread_ident
         self._last_tick = time.monotonic()
+        # ref=False: the stamp never keeps the loop (or a process waiting for it) alive by itself.
+        timer = hub.loop.timer(self.interval, self.interval, ref=False)
+        timer.start(self._tick)
+        self._timer = timer
 
-        def tick() -> None:
-            while not self._stopped:
-                now = time.monotonic()
-                blocked = now - self._last_tick - self.interval
-                if blocked > _REPORTED_BLOCK_SECONDS:
-                    self._last_block = (now, blocked)
-                self._worst = max(self._worst, blocked)
-                self._last_tick = now
-                gevent.sleep(self.interval)
-
-        self._greenlet = gevent.spawn(tick)
+    def _tick(self) -> None:
+        if self._stopped:  # stopped from another OS thread: the loop's own thread ends the timer
+            self._stop_timer()
+            return
+        now = time.monotonic()
+        blocked = now - self._last_tick - self.interval
+        if blocked > _REPORTED_BLOCK_SECONDS:
+            self._last_block = (now, blocked)
+        self._worst = max(self._worst, blocked)
+        self._last_tick = now
+        on_tick = self._on_tick
+        if on_tick is not None:
+            try:
+                on_tick(self.interval)
+            except Exception:  # the stamp must never stop: it is how a blocked hub is seen
+                logger.exception("hub monitor tick callback failed")
 
     def stop(self) -> None:
+        """Stop stamping (from any thread: another OS thread's stop takes effect at the next stamp)."""
         self._stopped = True
-        if self._greenlet is not None:
-            self._greenlet.kill(block=False)
+        if self._hub_thread is not None and _os_thread_ident() == self._hub_thread:
+            self._stop_timer()
+
+    def _stop_timer(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.stop()
 
     def describe_stall(self, seconds: float) -> str:
         return f"hub_blocked: the gevent hub has been blocked for {seconds:.1f} s"
@@ -308,17 +332,23 @@ class HubMonitor:
         return max(self._worst, self.overdue())
 
     def tick_age(self) -> float:
-        """Seconds since the hub last ran the monitor's greenlet (readable from any thread)."""
+        """Seconds since the hub last ran the monitor's stamp (readable from any thread)."""
         return time.monotonic() - self._last_tick
 
     def overdue(self) -> float:
-        """How long the monitor's greenlet is late: the hub has been blocked at least this long."""
+        """How long the monitor's stamp is late: the hub has been blocked at least this long."""
         return max(0.0, self.tick_age() - self.interval)
 
     def blocked_seconds(self, threshold: float) -> Optional[float]:
         """How long the hub has been blocked, when longer than ``threshold``; else ``None``."""
         late = self.overdue()
         return late if late > threshold else None
+
+
+def _os_thread_ident() -> int:
+    """The real OS thread's ident (``threading.get_ident`` is a greenlet's once patched)."""
+    get_ident = _monkey().get_original("_thread", "get_ident")
+    return int(get_ident())
 
 
 #: Environment variable: how often the hub monitor samples, in seconds (default 5). Lower it when

@@ -2,8 +2,9 @@
 
 Tasks of a running worker (threads or greenlets, all spawned through the backend):
 
-* the caller of :meth:`Worker.run` registers, then supervises (a five-second progress
-  tick, and a check that no poller died);
+* the caller of :meth:`Worker.run` registers, then supervises: a five-second progress tick
+  (on gevent the hub monitor's stamp is that tick, so the supervisor does not wake for it),
+  and it fails the worker as soon as a poller exits;
 * the pollers of each configured role (workflow, activity: ``max_concurrent_*_task_polls``
   each, every one polling only with a reserved free slot; query: one, on a cloned client and
   connection pool);
@@ -20,6 +21,7 @@ can (greenlets), kills it at its next cooperative point.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import uuid
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -65,9 +67,12 @@ __all__ = ["ShutdownIncomplete", "Worker"]
 
 logger = logging.getLogger("sync_worker.worker")
 
-# The supervisor's liveness tick and poller check; stop() wakes it at once. Every wakeup costs an idle
-# worker CPU (bench/idle_cpu.py), and liveness allows 30 s without a tick.
+# The supervisor's liveness tick (threads); stop() and a poller's exit wake it at once. Every wakeup
+# costs an idle worker CPU (bench/idle_cpu.py), and liveness allows 30 s without a tick.
 _SUPERVISOR_TICK_SECONDS = 5.0
+# Under a cooperative scheduler the monitor's stamp is the progress tick and the supervisor wakes
+# only for stop() or a poller's exit; this is its backstop look at the pollers.
+_SUPERVISOR_BACKSTOP_SECONDS = 300.0
 
 
 def _poller_count(kind: str, value: object) -> int:
@@ -191,6 +196,8 @@ class Worker:
         self._registration_token: Optional[str] = None
         self._query_enabled = False
         self._stop_requested = b.event()
+        self._supervisor_wake = b.event()  # a stop request or a poller's exit: the supervisor looks at once
+        self._exited_pollers: List[Poller] = []
         self._cold = b.event()
         self._poll_cancel = CancelToken(b.event)
         self._heartbeat_stop = b.event()
@@ -311,7 +318,7 @@ class Worker:
                 self._supervise()
             except BaseException as error:
                 runner_error.append(error)
-                self._stop_requested.set()
+                self._request_stop()
 
         handle = self.backend.spawn(f"sync-worker-run-{self.worker_id}", runner)
         primary: Optional[BaseException] = None
@@ -320,7 +327,7 @@ class Worker:
             result = self._await_workflow(workflow_id, deadline, timeout, poll_interval, handle, runner_error)
         except BaseException as error:
             primary = error
-        self._stop_requested.set()
+        self._request_stop()
         handle.join()
         if runner_error and (primary is None or isinstance(primary, WorkerShutdown)):
             primary = runner_error[0]
@@ -334,7 +341,7 @@ class Worker:
         ``cold=True`` stops waiting for running work at once: it is abandoned (nothing is
         reported for it), the registration is kept and :class:`ShutdownIncomplete` is raised.
         """
-        self._stop_requested.set()
+        self._request_stop()
         if cold:
             self._cold.set()
         self._act_gate.begin_drain()
@@ -361,6 +368,10 @@ class Worker:
 
     # -- startup ------------------------------------------------------------------------------
 
+    def _request_stop(self) -> None:
+        self._stop_requested.set()
+        self._supervisor_wake.set()
+
     def _begin_run(self) -> None:
         with self._lock:
             if self._run_started:
@@ -371,7 +382,9 @@ class Worker:
         health.register(self)
         self._board.tick()
         if self._monitor is not None:
-            self._monitor.start()
+            # Its stamps are the progress ticks: they prove the hub runs, which is all the
+            # supervisor's own tick would prove there.
+            self._monitor.start(on_tick=self._board.tick)
             self._board.set_scheduler_monitor(self._monitor)
 
     def _stop_monitor(self) -> None:
@@ -493,7 +506,7 @@ class Worker:
                                 metrics=self.metrics, pool=pool, wait_seconds=seconds, contact=self._contact)
                 self._pollers.append(poller)
                 name = f"sync-worker-{kind}-poller" + (f"-{index + 1}" if index else "")
-                self._poller_handles.append(self.backend.spawn(name, poller.run))
+                self._poller_handles.append(self.backend.spawn(name, functools.partial(self._run_poller, poller)))
 
         common = {"worker_id": self.worker_id, "task_queue": self.task_queue, "timeout_seconds": seconds,
                   "build_id": self.build_id}
@@ -530,14 +543,33 @@ class Worker:
 
     # -- supervision and heartbeat -------------------------------------------------------------------
 
+    def _run_poller(self, poller: Poller) -> None:
+        try:
+            poller.run()
+        finally:
+            self._exited_pollers.append(poller)
+            self._supervisor_wake.set()
+
     def _supervise(self) -> None:
-        self._board.tick(_SUPERVISOR_TICK_SECONDS)
-        while not self._stop_requested.wait(_SUPERVISOR_TICK_SECONDS):
-            self._board.tick(_SUPERVISOR_TICK_SECONDS)
-            for poller, handle in zip(self._pollers, self._poller_handles):
-                if not handle.is_alive() and not self._stop_requested.is_set():
-                    raise RuntimeError(f"worker {self.worker_id}: the {poller.kind} poller exited") from poller.error
-        self._board.tick(_SUPERVISOR_TICK_SECONDS)
+        monitor = self._monitor
+        # With a scheduler monitor its stamps tick the board; the supervisor then only waits.
+        ticking = monitor is None
+        every = _SUPERVISOR_TICK_SECONDS if ticking else _SUPERVISOR_BACKSTOP_SECONDS
+        next_within = _SUPERVISOR_TICK_SECONDS if monitor is None else float(getattr(monitor, "interval", every))
+        self._board.tick(next_within)
+        while not self._stop_requested.is_set():
+            self._supervisor_wake.wait(every)
+            self._supervisor_wake.clear()  # before looking: a later set wakes the next wait at once
+            if ticking:
+                self._board.tick(_SUPERVISOR_TICK_SECONDS)
+            if self._stop_requested.is_set():
+                break
+            exited = list(self._exited_pollers) + [
+                poller for poller, handle in zip(self._pollers, self._poller_handles) if not handle.is_alive()]
+            if exited:
+                poller = exited[0]
+                raise RuntimeError(f"worker {self.worker_id}: the {poller.kind} poller exited") from poller.error
+        self._board.tick(next_within)
 
     def _heartbeat_loop(self) -> None:
         def send() -> Any:

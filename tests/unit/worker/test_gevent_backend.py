@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 import types
-from typing import Any
+from typing import Any, List, Tuple
 
 import click
 import gevent
@@ -211,6 +211,55 @@ def test_hub_monitor_sees_the_hub_blocked_from_its_os_thread() -> None:
         assert recent is not None and recent >= 0.45
         time.sleep(0.05)
         assert hub_monitor.recent_block_seconds(0.01) is None
+    finally:
+        hub_monitor.stop()
+
+
+def test_hub_monitor_stamps_from_the_hub_itself_and_calls_on_tick_with_its_interval() -> None:
+    calls: List[Tuple[float, Any]] = []
+    hub_monitor = gb.HubMonitor(interval=0.02)
+    hub_monitor.start(on_tick=lambda within: calls.append((within, gevent.getcurrent())))
+    try:
+        gevent.sleep(0.15)
+        assert len(calls) >= 3
+        # a loop timer's callback runs in the hub: no greenlet of its own, nothing to switch to
+        assert all(within == 0.02 and current is gevent.get_hub() for within, current in calls)
+        hub_monitor.start(on_tick=lambda within: calls.append((within, None)))  # a restart replaces the timer
+        before = len(calls)
+        gevent.sleep(0.15)
+        assert calls[before:] and all(current is None for _, current in calls[before:])
+    finally:
+        hub_monitor.stop()
+    ended = len(calls)
+    gevent.sleep(0.1)
+    assert len(calls) == ended  # stopped on the hub's own thread: at once
+
+
+def test_hub_monitor_stopped_from_another_os_thread_ends_at_its_next_stamp() -> None:
+    stamps: List[float] = []
+    hub_monitor = gb.HubMonitor(interval=0.02)
+    hub_monitor.start(on_tick=stamps.append)
+    try:
+        gevent.sleep(0.1)
+        stopper = threading.Thread(target=hub_monitor.stop)  # gevent is not patched here: a real thread
+        stopper.start()
+        stopper.join()
+        gevent.sleep(0.1)  # the next stamp sees the flag and ends the timer from the hub's thread
+        ended = len(stamps)
+        gevent.sleep(0.1)
+        assert len(stamps) == ended
+    finally:
+        hub_monitor.stop()
+
+
+def test_a_failing_on_tick_never_stops_the_stamps(caplog: pytest.LogCaptureFixture) -> None:
+    hub_monitor = gb.HubMonitor(interval=0.02)
+    hub_monitor.start(on_tick=lambda within: 1 / 0)
+    try:
+        with caplog.at_level(logging.ERROR, logger="sync_worker.worker.gevent"):
+            gevent.sleep(0.1)
+        assert "hub monitor tick callback failed" in caplog.text
+        assert hub_monitor.tick_age() < 0.05
     finally:
         hub_monitor.stop()
 

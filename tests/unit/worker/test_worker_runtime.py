@@ -163,6 +163,31 @@ def test_loop_error_keeps_the_deregistration_error_as_cause() -> None:
     assert worker.state is WorkerState.FAILED
 
 
+def test_a_poller_that_dies_fails_the_worker_at_once_not_at_the_next_supervisor_tick() -> None:
+    client = FakeClient(fenced=False)
+    worker = Worker(client, task_queue="q", activities=[echo])
+    outcome: List[BaseException] = []
+
+    def run() -> None:
+        try:
+            worker.run()
+        except BaseException as error:
+            outcome.append(error)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    wait_for(lambda: worker.state is WorkerState.RUNNING and client.find("poll"))
+    client.poll_errors.append(PollerCrash())  # the poller's next poll dies with it
+    crashed = time.monotonic()
+    client.activity_tasks.put(activity_task("t1", "rt.echo", 1))  # ends the poll in flight
+    runner.join(10)
+    assert not runner.is_alive()
+    assert outcome and isinstance(outcome[0], RuntimeError) and "activity poller exited" in str(outcome[0])
+    # the supervisor's periodic tick is 5 s; a poller's exit wakes it without waiting for that
+    assert time.monotonic() - crashed < 4.0
+    assert worker.state is WorkerState.FAILED
+
+
 def test_poll_errors_back_off_and_recover() -> None:
     client = FakeClient()
     client.poll_errors.extend([ServerUnavailable(503, {}), ServerUnavailable(503, {})])
