@@ -323,6 +323,7 @@ def main() -> None:
     results: Dict[Tuple[str, int, int], List[float]] = {}
     costs: Dict[Tuple[str, int, int], List[float]] = {}  # the server's ms CPU per activity
     flows: Dict[str, List[float]] = {}
+    flow_costs: Dict[str, List[float]] = {}  # the server's ms CPU per one-activity workflow
     with tempfile.TemporaryDirectory(prefix="devserver-bench-") as directory:
         for round_no in range(args.rounds):
             order = kinds[round_no % len(kinds):] + kinds[:round_no % len(kinds)]
@@ -347,8 +348,10 @@ def main() -> None:
                     fill(db, workflows=args.workflows)
                     one = _measure(db, kind, "workflows", args.workflows, flows=True)
                     flows.setdefault(kind, []).append(one["rate"])
+                    flow_costs.setdefault(kind, []).append(1000 * one["server_share"] / max(1e-9, one["rate"]))
                     print(f"round {round_no + 1} {kind:11s} {one['rate']:6.0f} one-activity workflows/s  "
-                          f"server {100 * one['server_share']:.0f}% of a core", flush=True)
+                          f"server {100 * one['server_share']:.0f}% of a core, "
+                          f"{flow_costs[kind][-1]:.2f} ms CPU/workflow", flush=True)
                     for suffix in ("", "-wal", "-shm"):
                         if os.path.exists(db + suffix):
                             os.unlink(db + suffix)
@@ -386,8 +389,11 @@ def main() -> None:
             ratio = statistics.median(threads) / statistics.median(gevent)
             print(f"  threads{pool} / gevent{pool} (first case): {ratio:.2f}")
     for kind, rates in flows.items():
+        ms = flow_costs[kind]
         print(f"  {kind:11s} {statistics.median(rates):6.0f} one-activity workflows/s "
-              f"({min(rates):.0f}..{max(rates):.0f})")
+              f"({min(rates):.0f}..{max(rates):.0f}); server {statistics.median(ms):.2f} "
+              f"({min(ms):.2f}..{max(ms):.2f}) ms CPU per workflow = {1000 / statistics.median(ms):.0f} "
+              f"workflows/s per core")
 
 
 if __name__ == "__main__":

@@ -71,23 +71,25 @@ class Routes:
         cond = engine.condition(req.namespace, kind, queue)
         envelope = {"protocol_version": WORKER_PROTOCOL_VERSION, "server_capabilities": server_capabilities(engine)}
         with engine.lock:
-            worker = workers.touch(engine, req.namespace, worker_id)
-            leasable: Optional[bool] = worker is None or worker["status"] == "active"  # for the first round
-            if isinstance(poll_id, str) and replay is not None:
-                stored = engine.store.get("kv", f"{req.namespace}\0poll\0{kind}\0{poll_id}")
-                if stored is not None:
-                    again = replay(stored, worker_id)
-                    if again is not None:
-                        return {"task": again, **envelope, "server_time": iso(now())}
+            first = True
             while True:
                 if engine.stopping:
                     return {"task": None, "poll_status": "draining", **envelope}
-                if leasable is None:
-                    leasable = workers.may_lease(engine, req.namespace, worker_id)
-                if not req.client_connected() or not leasable:
-                    return {"task": None, "poll_status": "abandoned", **envelope}
-                leasable = None  # after a wait the worker may have deregistered: read it again
+                # One transaction per round: the worker's liveness, a replayed poll, the claim.
                 with engine.tx():
+                    if first:
+                        worker = workers.touch(engine, req.namespace, worker_id)
+                        leasable = worker is None or worker["status"] == "active"
+                        if isinstance(poll_id, str) and replay is not None:
+                            stored = engine.store.get("kv", f"{req.namespace}\0poll\0{kind}\0{poll_id}")
+                            again = replay(stored, worker_id) if stored is not None else None
+                            if again is not None:
+                                return {"task": again, **envelope, "server_time": iso(now())}
+                    else:  # after a wait the worker may have deregistered
+                        leasable = workers.may_lease(engine, req.namespace, worker_id)
+                    first = False
+                    if not req.client_connected() or not leasable:
+                        return {"task": None, "poll_status": "abandoned", **envelope}
                     task = claim(queue, worker_id, page_size)
                     if task is not None and isinstance(poll_id, str) and replay is not None:
                         engine.store.put("kv", {"key": f"{req.namespace}\0poll\0{kind}\0{poll_id}",

@@ -31,11 +31,13 @@ TABLES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
     "schedule_events": ("key", ("namespace", "schedule_id", "seq")),
 }
 
+#: Indexes an older file may still carry that nothing reads any more (``acts_claim`` serves them).
+_RETIRED_INDEXES = ("acts_q",)
+
 _INDEXES = (
     "CREATE INDEX IF NOT EXISTS runs_wf ON runs(namespace, workflow_id, created_order)",
     "CREATE INDEX IF NOT EXISTS tasks_q ON wf_tasks(namespace, task_queue, state, due_at)",
     "CREATE INDEX IF NOT EXISTS tasks_due ON wf_tasks(state, due_at)",
-    "CREATE INDEX IF NOT EXISTS acts_q ON activities(namespace, task_queue, state, due_at)",
     "CREATE INDEX IF NOT EXISTS acts_due ON activities(state, due_at)",
     # The activity claim's "oldest ready on this queue": an indexed lookup, not a sort of every ready row.
     "CREATE INDEX IF NOT EXISTS acts_claim ON activities(namespace, task_queue, state, execution_id)",
@@ -126,6 +128,8 @@ class Store:
             "data TEXT NOT NULL, PRIMARY KEY (run_id, seq))")
         for statement in _INDEXES:
             self._conn.execute(statement)
+        for retired in _RETIRED_INDEXES:
+            self._conn.execute(f"DROP INDEX IF EXISTS {retired}")
         if path != ":memory:" and self._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
             self._conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer thread does it
             self._checkpointer = _Checkpointer(path, writer_lock if writer_lock is not None else self._lock)

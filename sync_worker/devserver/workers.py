@@ -103,8 +103,8 @@ TOUCH_EVERY_SECONDS = 2.0
 def touch(engine: Engine, namespace: str, worker_id: Any) -> Optional[Row]:
     """Polls count as liveness for an already registered worker; returns its row (``None`` if unknown).
 
-    The caller holds the engine lock; the row is rewritten (in its own transaction) only when the
-    throttle says so, so most polls cost one read here.
+    The caller holds a transaction; the row is rewritten only when the throttle says so, so most
+    polls cost one read here.
     """
     if not isinstance(worker_id, str):
         return None
@@ -115,8 +115,7 @@ def touch(engine: Engine, namespace: str, worker_id: Any) -> Optional[Row]:
     every = min(TOUCH_EVERY_SECONDS, engine.config.stale_after_seconds / 4.0)
     if ts - float(worker.get("last_seen_at") or 0) >= every:
         worker["last_seen_at"] = ts
-        with engine.tx():
-            engine.store.put("workers", worker)
+        engine.store.put("workers", worker)
     return worker
 
 
