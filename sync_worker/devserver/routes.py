@@ -68,9 +68,9 @@ class Routes:
         page_size = max(1, min(int(page_size), 1000)) if isinstance(page_size, int) else 500
         poll_id = req.body.get("poll_request_id")
         deadline = time.monotonic() + timeout
-        cond = engine.condition(req.namespace, kind, queue)
         envelope = {"protocol_version": WORKER_PROTOCOL_VERSION, "server_capabilities": server_capabilities(engine)}
-        with engine.lock:
+        with engine.lock:  # one acquisition per poll (contended locks cost a context switch each)
+            cond = engine.condition(req.namespace, kind, queue)
             first = True
             while True:
                 if engine.stopping:
