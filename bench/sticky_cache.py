@@ -1,13 +1,25 @@
 """CPU per workflow step as a run grows: cold replay vs the sticky cache (and the published SDK).
 
-    python3 bench/sticky_cache.py                    # N = 50, 200, 1000; 3 rounds (about 2 minutes)
-    python3 bench/sticky_cache.py --sizes 50,200 --rounds 1 --no-sdk
+    python3 bench/sticky_cache.py                    # N = 50, 200, 1000; 3 rounds (about 5 minutes)
+    python3 bench/sticky_cache.py --sizes 50,200 --rounds 1 --no-sdk --shapes steps,gated
+    python3 bench/sticky_cache.py --modes on --rounds 5    # the cache alone (seconds)
 
-One run of N sequential activity steps is driven task by task in this process, the way the
-dev server feeds it: after each task the history gains the step's ``ActivityScheduled`` and
-``ActivityCompleted`` events (event-level sequences, Avro results, dev-server shapes). Each
-task's poll body is JSON-encoded up front; what is timed (``time.process_time``) is what the
-worker does with it: decode the body, replay, encode the completion's commands.
+One run of N steps is driven task by task in this process, the way the dev server feeds it:
+a small in-process server (``_Server``) turns each task's commands into dev-server events
+(event-level sequences, Avro results, the same payload shapes), then adds what wakes the run.
+Each task's poll body is JSON-encoded up front; what is timed (``time.process_time``) is what
+the worker does with it: decode the body, replay, encode the completion's commands.
+
+Run shapes (``--shapes``):
+
+* ``steps``: N sequential activities (one task a step).
+* ``gated``: each step waits on a condition (``wait_condition``) that a signal releases, then
+  runs an activity (two tasks a step: the signal, the activity; the dev server records
+  ``ConditionWaitSatisfied`` in the completion that moves on).
+* ``parallel``: each step is a parallel group of two activities that complete in reverse
+  order (two tasks a step: the partly resolved group is re-emitted, then the full one).
+
+Modes:
 
 * ``off``: sync_worker without the cache: every task carries and replays the whole history.
 * ``on``: sync_worker with ``sticky_cache_capacity > 0``: the task carries only the events
@@ -15,9 +27,9 @@ worker does with it: decode the body, replay, encode the completion's commands.
 * ``sdk``: the published SDK's replayer (``durable_workflow.workflow.replay``) over the whole
   history each task -- its sticky cache keeps history, not instances, so it replays it all.
 
-Printed per mode and N: CPU per step (min / median / max over rounds), then the growth
+Printed per shape, mode and N: CPU per step (min / median / max over rounds), then the growth
 exponent k of total CPU ~ N^k fitted on the medians (k = 1: flat per-step cost; k = 2: O(N^2)).
-The target for ``on`` is k <= 1.1.
+The target for ``on`` is k <= 1.1 for every shape.
 """
 
 from __future__ import annotations
@@ -29,7 +41,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -37,67 +49,147 @@ from sync_worker import payloads, workflow
 from sync_worker.worker.sticky import StickyWorkflowCache, run_sticky_task
 from sync_worker.workflow import WorkflowRegistry, execute_workflow_task
 
-NAME = "bench.sticky.steps"
+NAMES = {"steps": "bench.sticky.steps", "gated": "bench.sticky.gated", "parallel": "bench.sticky.parallel"}
 
 
-@workflow.defn(name=NAME)
-class Steps:
-    def run(self, ctx: Any, count: int) -> Any:
-        total = 0
-        for step in range(count):
-            total = yield ctx.schedule_activity("bench.add", [total, step])
-        return total
+def _classes(wf: Any) -> Dict[str, type]:
+    """The same workflow source for either SDK's ``workflow`` module."""
 
-
-def _sdk_class() -> Any:
-    from durable_workflow import workflow as sdk_workflow
-
-    @sdk_workflow.defn(name=NAME)
-    class SdkSteps:
+    @wf.defn(name=NAMES["steps"])
+    class Steps:
         def run(self, ctx: Any, count: int) -> Any:
             total = 0
             for step in range(count):
                 total = yield ctx.schedule_activity("bench.add", [total, step])
             return total
 
-    return SdkSteps
+    @wf.defn(name=NAMES["gated"])
+    class Gated:
+        def __init__(self) -> None:
+            self.released = 0
+
+        @wf.signal("release")
+        def release(self) -> None:
+            self.released += 1
+
+        def run(self, ctx: Any, count: int) -> Any:
+            total = 0
+            for step in range(count):
+                yield ctx.wait_condition(lambda step=step: self.released > step, key="gate")
+                total = yield ctx.schedule_activity("bench.add", [total, step])
+            return total
+
+    @wf.defn(name=NAMES["parallel"])
+    class Parallel:
+        def run(self, ctx: Any, count: int) -> Any:
+            total = 0
+            for step in range(count):
+                left, right = yield [ctx.schedule_activity("bench.add", [total, step]),
+                                     ctx.schedule_activity("bench.add", [total, step])]
+                total = left + right - total
+            return total
+
+    return {"steps": Steps, "gated": Gated, "parallel": Parallel}
 
 
-def _event(sequence: int, kind: str, payload: Dict[str, Any]) -> Dict[str, Any]:
-    return {"id": f"run-1-e{sequence}", "sequence": sequence, "event_type": kind,
-            "recorded_at": "2026-01-01T00:00:00.000000Z", "payload": payload}
+OURS = _classes(workflow)
 
 
-def _step_events(start: int, step: int, total: int) -> List[Dict[str, Any]]:
-    common = {"sequence": step, "activity_type": "bench.add", "activity_execution_id": f"act-{step}",
-              "task_queue": "bench"}
-    return [_event(start, "ActivityScheduled", {**common, "arguments": payloads.envelope([total, step - 1])}),
-            _event(start + 1, "ActivityCompleted", {**common, "result": payloads.envelope(total + step - 1),
-                                                    "payload_codec": "avro"})]
+def _sdk_classes() -> Dict[str, type]:
+    from durable_workflow import workflow as sdk_workflow
+
+    return _classes(sdk_workflow)
 
 
-def _task(count: int) -> Dict[str, Any]:
-    return {"task_id": "task-1", "workflow_task_attempt": 1, "workflow_type": NAME, "workflow_id": "wf-1",
+class _Server:
+    """Records one run's history from its commands, in dev-server shapes, and wakes it."""
+
+    def __init__(self, shape: str, count: int) -> None:
+        self.shape, self.count = shape, count
+        self.history: List[Dict[str, Any]] = []
+        self.sequence = 0
+        self.open_wait: Optional[Dict[str, Any]] = None
+        self.open_activities: List[Dict[str, Any]] = []  # scheduled, not completed (payloads)
+        self.members: set = set()
+        self.closed = False
+        self._append("WorkflowStarted", {"workflow_type": NAMES[shape], "arguments": payloads.envelope([count])})
+
+    def _append(self, kind: str, payload: Dict[str, Any]) -> None:
+        number = len(self.history) + 1
+        self.history.append({"id": f"run-1-e{number}", "sequence": number, "event_type": kind,
+                             "recorded_at": "2026-01-01T00:00:00.000000Z", "payload": payload})
+
+    def complete(self, commands: List[Dict[str, Any]]) -> None:
+        """Record a workflow task's commands (the completion), then what wakes the run next."""
+        if self.open_wait is not None and not any(c["type"] == "open_condition_wait" for c in commands):
+            self._append("ConditionWaitSatisfied", dict(self.open_wait))
+            self.open_wait = None
+        for command in commands:
+            kind = command["type"]
+            group = {k: v for k, v in command.items() if k.startswith("parallel_group_")}
+            if kind == "schedule_activity":
+                member = f"{command.get('parallel_group_id')}#{command.get('parallel_group_index')}"
+                if group and member in self.members:
+                    continue  # a re-emitted member of a partly resolved group
+                self.members.add(member)
+                self.sequence += 1
+                payload = {"sequence": self.sequence, "activity_type": command["activity_type"],
+                           "activity_execution_id": f"act-{self.sequence}", "task_queue": "bench", **group}
+                self._append("ActivityScheduled", {**payload, "arguments": command.get("arguments")})
+                self.open_activities.append(payload)
+            elif kind == "open_condition_wait":
+                self.sequence += 1
+                self.open_wait = {"condition_wait_id": f"wait-{self.sequence}", "sequence": self.sequence,
+                                  **{k: command[k] for k in ("condition_key", "condition_definition_fingerprint")
+                                     if k in command}}
+                self._append("ConditionWaitOpened", dict(self.open_wait))
+            elif kind == "complete_workflow":
+                self.closed = True
+                return
+            else:
+                raise AssertionError(f"unexpected command {command}")
+        if self.open_wait is not None:
+            self._append("SignalReceived", {"signal_name": "release", "value": payloads.envelope([])})
+        elif self.open_activities:
+            # The last one scheduled completes first (a group's members in reverse order).
+            payload = self.open_activities.pop()
+            arguments = payloads.decode_envelope(_arguments(self.history, payload["sequence"]))
+            self._append("ActivityCompleted", {**payload, "result": payloads.envelope(sum(arguments)),
+                                               "payload_codec": "avro"})
+
+
+def _arguments(history: List[Dict[str, Any]], sequence: int) -> Any:
+    for event in reversed(history):
+        if event["event_type"] == "ActivityScheduled" and event["payload"]["sequence"] == sequence:
+            return event["payload"]["arguments"]
+    raise AssertionError(sequence)
+
+
+def _task(shape: str, count: int) -> Dict[str, Any]:
+    return {"task_id": "task-1", "workflow_task_attempt": 1, "workflow_type": NAMES[shape], "workflow_id": "wf-1",
             "run_id": "run-1", "payload_codec": "avro", "arguments": payloads.envelope([count])}
 
 
-def _drive(count: int, mode: str, sdk_cls: Any) -> float:
+def _drive(shape: str, count: int, mode: str, sdk_classes: Optional[Dict[str, type]]) -> float:
     """CPU seconds the worker spends on every task of one run of ``count`` steps."""
-    registry = WorkflowRegistry([Steps])
+    registry = WorkflowRegistry([OURS[shape]])
     cache = StickyWorkflowCache(16, 256 * 1024 * 1024, 3600)
-    history = [_event(1, "WorkflowStarted", {"workflow_type": NAME, "arguments": payloads.envelope([count])})]
+    server = _Server(shape, count)
     sent = 0  # events the cached state has (the server's sticky sequence)
-    total, used = 0, 0.0
-    for step in range(1, count + 2):
-        body = json.dumps({**_task(count), "history_events": history[sent:] if mode == "on" else history})
+    used, tasks = 0.0, 0
+    while not server.closed:
+        history = server.history
+        body = json.dumps({**_task(shape, count), "history_events": history[sent:] if mode == "on" else history})
         begin = time.process_time()
         task = json.loads(body)
         if mode == "sdk":
+            from durable_workflow.workflow import commands_to_server_commands
             from durable_workflow.workflow import replay as sdk_replay
 
-            outcome = sdk_replay(sdk_cls, task["history_events"], [count], workflow_id="wf-1", run_id="run-1",
-                                 payload_codec="avro")
-            commands: List[Any] = [type(command).__name__ for command in outcome.commands]
+            assert sdk_classes is not None
+            outcome = sdk_replay(sdk_classes[shape], task["history_events"], [count], workflow_id="wf-1",
+                                 run_id="run-1", payload_codec="avro")
+            commands: List[Any] = commands_to_server_commands(outcome.commands, "bench")
         elif mode == "on":
             full = history
 
@@ -112,13 +204,12 @@ def _drive(count: int, mode: str, sdk_cls: Any) -> float:
             commands = execute_workflow_task(registry, task, task["history_events"], task_queue="bench").commands
         json.dumps({"commands": commands})
         used += time.process_time() - begin
-        if step <= count:
-            sent = len(history)
-            history.extend(_step_events(len(history) + 1, step, total))
-            total += step - 1
+        tasks += 1
+        sent = len(history)
+        server.complete(commands)
     if mode == "on":
         metrics = cache.metrics()
-        assert metrics["hit"] == count and metrics["forced_cold_replay"] == 0, metrics
+        assert metrics["hit"] == tasks - 1 and metrics["forced_cold_replay"] == 0, (shape, metrics)
     return used
 
 
@@ -132,41 +223,50 @@ def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="50,200,1000")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--shapes", default="steps,gated,parallel", help="comma-separated: " + ", ".join(NAMES))
+    parser.add_argument("--modes", default="off,on,sdk", help="comma-separated: off, on, sdk")
     parser.add_argument("--no-sdk", action="store_true", help="skip the published SDK's replayer")
     args = parser.parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",")]
-    modes = ["off", "on"]
-    sdk_cls = None
-    if not args.no_sdk:
+    shapes = [shape for shape in args.shapes.split(",") if shape]
+    unknown = [shape for shape in shapes if shape not in NAMES]
+    if unknown:
+        parser.error(f"unknown shape(s) {unknown}; choose from {list(NAMES)}")
+    modes = [mode for mode in ("off", "on") if mode in args.modes.split(",")]
+    sdk_classes = None
+    if not args.no_sdk and "sdk" in args.modes.split(","):
         try:
-            sdk_cls = _sdk_class()
+            sdk_classes = _sdk_classes()
             modes.append("sdk")
         except ImportError:
             print("published SDK (durable-workflow) not installed: skipping the sdk mode")
-    results: Dict[str, Dict[int, List[float]]] = {mode: {n: [] for n in sizes} for mode in modes}
+    results: Dict[str, Dict[str, Dict[int, List[float]]]] = {
+        shape: {mode: {n: [] for n in sizes} for mode in modes} for shape in shapes}
     for _ in range(args.rounds):
         for n in sizes:
-            for mode in modes:  # alternate within the round
-                results[mode][n].append(_drive(n, mode, sdk_cls))
+            for shape in shapes:
+                for mode in modes:  # alternate within the round
+                    results[shape][mode][n].append(_drive(shape, n, mode, sdk_classes))
     print(f"sticky_cache: CPU per workflow step (ms, min/median/max of {args.rounds} rounds), one run of N steps")
     run: Callable[[float, int], str] = lambda seconds, n: f"{seconds / (n + 1) * 1000:.3f}"  # noqa: E731
-    for mode in modes:
-        cells = []
-        medians = []
-        for n in sizes:
-            values = sorted(results[mode][n])
-            medians.append(statistics.median(values))
-            cells.append(f"N={n}: {run(values[0], n)}/{run(medians[-1], n)}/{run(values[-1], n)}")
-        exponent = _exponent(sizes, medians) if len(sizes) > 1 else float("nan")
-        label = {"off": "sync_worker, cache off", "on": "sync_worker, sticky cache on",
-                 "sdk": "published SDK replay"}[mode]
-        print(f"  {label:30s} {'  '.join(cells)}  growth exponent k={exponent:.2f}")
-    if "on" in modes and len(sizes) > 1:
-        last = sizes[-1]
-        on = statistics.median(results["on"][last])
-        for other in [mode for mode in modes if mode != "on"]:
-            print(f"  at N={last}: cache on uses {statistics.median(results[other][last]) / on:.1f}x less CPU "
-                  f"than {other}")
+    labels = {"off": "sync_worker, cache off", "on": "sync_worker, sticky cache on", "sdk": "published SDK replay"}
+    for shape in shapes:
+        print(f" shape {shape}:")
+        for mode in modes:
+            cells = []
+            medians = []
+            for n in sizes:
+                values = sorted(results[shape][mode][n])
+                medians.append(statistics.median(values))
+                cells.append(f"N={n}: {run(values[0], n)}/{run(medians[-1], n)}/{run(values[-1], n)}")
+            exponent = _exponent(sizes, medians) if len(sizes) > 1 else float("nan")
+            print(f"  {labels[mode]:30s} {'  '.join(cells)}  growth exponent k={exponent:.2f}")
+        if "on" in modes and len(sizes) > 1:
+            last = sizes[-1]
+            on = statistics.median(results[shape]["on"][last])
+            for other in [mode for mode in modes if mode != "on"]:
+                print(f"  at N={last}: cache on uses {statistics.median(results[shape][other][last]) / on:.1f}x "
+                      f"less CPU than {other}")
     return 0
 
 

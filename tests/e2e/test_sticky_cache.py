@@ -217,3 +217,10 @@ def test_the_example_runs_with_and_without_the_cache() -> None:
     assert cached["result"] == 465 and cached["sticky_cache"]["hit"] == 30
     cold = module.main(["--steps", "10", "--no-cache"])
     assert cold["result"] == 55 and cold["sticky_cache"]["hit"] == 0
+    # A condition wait released by a signal per step: both tasks of every step resumed.
+    gated = module.main(["--steps", "12", "--shape", "gated"])
+    assert gated["result"] == 78 and gated["sticky_cache"]["forced_cold_replay"] == 0, gated
+    assert gated["sticky_cache"]["hit"] >= 24, gated
+    parallel = module.main(["--steps", "12", "--shape", "parallel"])
+    assert parallel["result"] == 156 and parallel["sticky_cache"]["forced_cold_replay"] == 0, parallel
+    assert parallel["sticky_cache"]["hit"] >= 12, parallel
