@@ -62,14 +62,17 @@ class Gate:
 
 @workflow.defn(name="e2e.shapes.pairs")
 class Pairs:
-    """A parallel group of two activities per step."""
+    """A parallel group per step: two activities, then (odd steps) a nested group of two more."""
 
     def run(self, ctx: Any, steps: int) -> Any:
         out = []
         for step in range(steps):
-            pair = yield [ctx.schedule_activity("e2e.shapes.tagged", ["slow", step]),
-                          ctx.schedule_activity("e2e.shapes.tagged", ["fast", step])]
-            out.append(pair)
+            group = [ctx.schedule_activity("e2e.shapes.tagged", ["slow", step]),
+                     ctx.schedule_activity("e2e.shapes.tagged", ["fast", step])]
+            if step % 2:
+                group.append([ctx.schedule_activity("e2e.shapes.tagged", ["slow", step + 1]),
+                              ctx.schedule_activity("e2e.shapes.tagged", ["inner", step])])
+            out.append((yield group))
         return out
 
 
@@ -191,7 +194,8 @@ def test_parallel_activity_groups_resume(client: Client) -> None:
     with RunningWorker(worker):
         result = handle.result(timeout=60)
         metrics = worker.sticky_cache_metrics()
-    assert result == [[f"slow{step}", f"fast{step}"] for step in range(steps)]
+    assert result == [[f"slow{step}", f"fast{step}"] + ([[f"slow{step + 1}", f"inner{step}"]] if step % 2 else [])
+                      for step in range(steps)]
     assert metrics["hit"] >= steps and metrics["forced_cold_replay"] == 0, metrics
     history = _check_history(client, handle.workflow_id, Pairs, [steps], result)
     completed = [event["payload"] for event in history if event["event_type"] == "ActivityCompleted"]
