@@ -22,8 +22,11 @@ from sync_worker import workflow
 from sync_worker.client import Client
 from sync_worker.devserver import DevServer
 from sync_worker.worker import Worker
+from sync_worker.workflow.definition import workflow_name
+from sync_worker.workflow.history import TERMINAL_RUN_EVENTS
 from tests._fixtures import fixture_paths, fixtures_dir, load_fixture, with_signal_cursor
 from tests._import_swap import load_with_sync_worker_imports
+from tests._sticky_equivalence import every_cut
 from tests.e2e._worker_support import RunningWorker
 
 PARITY_DIR = "server-index/tests/Fixtures/ServerParity"
@@ -100,25 +103,28 @@ class Harness:
     """Our Client plus our Worker (all parity workflows and activities) on one task queue."""
 
     def __init__(self, server: DevServer, fixture: Dict[str, Any], token: Optional[str] = None,
-                 workflows: Optional[List[type]] = None) -> None:
+                 workflows: Optional[List[type]] = None, sticky: int = 0) -> None:
         self.fixture = fixture
         self.queue = f"parity-sw-{fixture['id']}-{uuid.uuid4().hex[:6]}"
         self.client = Client(server.url, token=token)
         self.worker = Worker(self.client, task_queue=self.queue, workflows=workflows or WORKFLOWS,
-                             activities=ACTIVITIES, poll_timeout=2.0, shutdown_timeout=10.0)
+                             activities=ACTIVITIES, poll_timeout=2.0, shutdown_timeout=10.0,
+                             sticky_cache_capacity=sticky)
+        self.started: List[Any] = []  # (workflow id, start arguments)
 
     def start(self, *args: Any, suffix: str = "") -> str:
         workflow_id = f"parity-sw-{self.fixture['id']}{suffix}-{uuid.uuid4().hex[:6]}"
         self.client.start_workflow(self.fixture["workflow_type"], *args, task_queue=self.queue,
                                    workflow_id=workflow_id)
+        self.started.append((workflow_id, list(args)))
         return workflow_id
 
 
 @contextmanager
 def running_harness(server: DevServer, fixture: Dict[str, Any], token: Optional[str] = None,
-                    workflows: Optional[List[type]] = None) -> Iterator[Harness]:
+                    workflows: Optional[List[type]] = None, sticky: int = 0) -> Iterator[Harness]:
     """A Harness whose worker runs for the block; stopped (warm, must be clean) before the server goes."""
-    harness = Harness(server, fixture, token, workflows)
+    harness = Harness(server, fixture, token, workflows, sticky)
     try:
         with RunningWorker(harness.worker) as running:
             yield harness
@@ -340,3 +346,23 @@ def test_state_queries_answers_with_signal_delivery(dev_server: DevServer) -> No
     workflows: List[type] = [QueriesBySignal]
     with running_harness(dev_server, fixture, workflows=workflows) as harness:
         _state_queries(harness, dev_server, by_signal=True)
+
+
+@pytest.mark.parametrize("path", [p for p in fixture_paths(PARITY_DIR) if p.stem != "admission-auth-namespace"],
+                         ids=lambda p: p.stem)
+def test_server_parity_fixture_on_a_sticky_worker(path: Path, dev_server: DevServer) -> None:
+    """The same plans with the sticky cache on: the same results and exact event inventories,
+    and each run's history (condition waits released by signals in one-signal and state-queries)
+    resumes equal to a cold replay at every cut."""
+    fixtures_dir()
+    fixture = load_fixture(f"{PARITY_DIR}/{path.name}")
+    cls = next(workflow_cls for workflow_cls in WORKFLOWS if workflow_name(workflow_cls) == fixture["workflow_type"])
+    with running_harness(dev_server, fixture, sticky=16) as harness:
+        SCENARIOS[fixture["id"]](harness, dev_server)
+        metrics = harness.worker.sticky_cache_metrics()
+        histories = [(args, [event for event in _history(harness.client, workflow_id)
+                             if event["event_type"] not in TERMINAL_RUN_EVENTS])
+                     for workflow_id, args in harness.started]
+    assert metrics["forced_cold_replay"] == 0 and histories, metrics
+    for args, events in histories:
+        every_cut(cls, args, events)
