@@ -135,8 +135,8 @@ class _Handler(socketserver.StreamRequestHandler):
             self._send(405, {"error": f"HTTP method {head.method} is not supported", "reason": "method_not_allowed",
                              "message": f"HTTP method {head.method} is not supported"})
             return
-        if head.expect_continue and head.content_length:
-            self.connection.sendall(CONTINUE)
+        if head.expect_continue and 0 < head.content_length <= self.server.routes.engine.config.max_request_bytes:
+            self.connection.sendall(CONTINUE)  # a body over the limit gets its 413 at once instead
         if _DEBUG():
             log.debug("%s %s", self.client_address[0], head.request_line)
         self._dispatch(head.method)

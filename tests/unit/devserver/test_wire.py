@@ -213,6 +213,13 @@ def test_expect_100_continue(server: DevServer) -> None:
         conn.close()
 
 
+def test_expect_100_continue_with_a_body_over_the_limit_gets_the_413_at_once(server: DevServer) -> None:
+    got, closed = _exchange(server, f"POST /api/workflows HTTP/1.1\r\nHost: x\r\n{CONTROL}Expect: 100-continue\r\n"
+                                    f"Content-Type: application/json\r\nContent-Length: {10 ** 8}\r\n\r\n".encode())
+    _refused(got, 413, "payload_too_large")
+    assert closed
+
+
 def test_leading_empty_lines_absolute_form_and_header_case(server: DevServer) -> None:
     got, _ = _exchange(server, b"\r\n\r\n" + _request("GET", "/api/health", extra="Connection: close\r\n"))
     assert got is not None and got[0] == 200
