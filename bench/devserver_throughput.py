@@ -4,7 +4,8 @@
     python3 bench/devserver_throughput.py --rounds 1 --kinds threads-p4,gevent-p4 --cases 300:0
 
 The dev server (``sync_worker.devserver.DevServer``, SQLite file in WAL mode) runs in its own
-process pinned to core 0 ("one core"); the four worker processes are not pinned. Before the server starts, the
+process pinned to core 0 ("one core"); the four worker processes are pinned to core 1 (``--no-pin-workers``
+leaves them free to share core 0 with the server, as before). Before the server starts, the
 database is filled in process: ``ready + measured`` standalone activities on queue ``bench``
 (so the ready backlog stays between ``ready`` and ``ready + measured`` while ``measured``
 activities are timed) and ``stored`` workflow runs on a queue nobody polls. Cases are
@@ -64,6 +65,8 @@ KINDS = ("sdk", "threads", "gevent", "threads-p4", "gevent-p4")
 EXTRA_KINDS = ("raw",)  # not in the default set: the server-bound client, see raw_worker
 CASES = ("300:0", "10000:0", "300:100000", "10000:100000")
 SERVER_CORE = 0
+WORKER_CORE = 1
+PIN_WORKERS = True  # --no-pin-workers: the workers share both cores with the server
 WORKERS = 4
 
 
@@ -255,7 +258,8 @@ def _measure(db: str, kind: str, what: str, target: int, flows: bool = False) ->
     assert server.stdout is not None
     port = int(server.stdout.readline().split()[1])
     url = f"http://127.0.0.1:{port}"
-    workers = [subprocess.Popen([sys.executable, __file__, "_worker", kind, url, "1" if flows else "0"],
+    worker_pin = {"preexec_fn": lambda: _pin(WORKER_CORE)} if PIN_WORKERS else {}
+    workers = [subprocess.Popen([sys.executable, __file__, "_worker", kind, url, "1" if flows else "0"], **worker_pin,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                for _ in range(WORKERS)]
     first = last = cpu_first = cpu_last = 0.0
@@ -314,7 +318,14 @@ def main() -> None:
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--cases", default=",".join(CASES), help="ready:stored pairs")
     parser.add_argument("--workflows", type=int, default=0, help="also time N one-activity workflows")
+    parser.add_argument("--no-pin-workers", action="store_true",
+                        help="do not pin the worker processes to core 1 (they then share core 0 with the server)")
     args = parser.parse_args()
+    global PIN_WORKERS
+    PIN_WORKERS = not args.no_pin_workers
+    from _noise import NoiseProbe
+
+    noise = NoiseProbe(core=WORKER_CORE)
     kinds = [k for k in args.kinds.split(",") if k]
     unknown = [k for k in kinds if k not in KINDS + EXTRA_KINDS]
     if unknown:
@@ -332,6 +343,7 @@ def main() -> None:
                     db = os.path.join(directory, "run.sqlite")
                     _copy(_template(directory, stored), db)
                     fill(db, activities=ready + args.measured)
+                    noise.sample(3)
                     one = _measure(db, kind, "activities", args.measured)
                     results.setdefault((kind, ready, stored), []).append(one["rate"])
                     ms_cpu = 1000 * one["server_share"] / max(1e-9, one["rate"])
@@ -356,8 +368,10 @@ def main() -> None:
                         if os.path.exists(db + suffix):
                             os.unlink(db + suffix)
 
-    print(f"\nactivities/s with {WORKERS} worker processes, {args.measured} timed per case; "
-          f"median (min..max) over {args.rounds} round(s)")
+    noise.sample(3)
+    print(f"\nactivities/s with {WORKERS} worker processes ({'pinned to core 1' if PIN_WORKERS else 'not pinned'}), "
+          f"{args.measured} timed per case; median (min..max) over {args.rounds} round(s)")
+    print(noise.report())
     for ready, stored in cases:
         sdk = results.get(("sdk", ready, stored))
         for kind in kinds:

@@ -242,12 +242,18 @@ def main(argv: List[str]) -> int:
             print("published SDK (durable-workflow) not installed: skipping the sdk mode")
     results: Dict[str, Dict[str, Dict[int, List[float]]]] = {
         shape: {mode: {n: [] for n in sizes} for mode in modes} for shape in shapes}
+    from _noise import NoiseProbe
+
+    noise = NoiseProbe()
     for _ in range(args.rounds):
+        noise.sample(3)
         for n in sizes:
             for shape in shapes:
                 for mode in modes:  # alternate within the round
                     results[shape][mode][n].append(_drive(shape, n, mode, sdk_classes))
+    noise.sample(3)
     print(f"sticky_cache: CPU per workflow step (ms, min/median/max of {args.rounds} rounds), one run of N steps")
+    print(noise.report())
     run: Callable[[float, int], str] = lambda seconds, n: f"{seconds / (n + 1) * 1000:.3f}"  # noqa: E731
     labels = {"off": "sync_worker, cache off", "on": "sync_worker, sticky cache on", "sdk": "published SDK replay"}
     for shape in shapes:
