@@ -4,14 +4,16 @@
     python3 bench/idle_cpu.py --seconds 10 --rounds 1
 
 Each measurement is one worker child process on a dev server of its own (a child process too,
-never counted), registered and long-polling an empty task queue: it waits ``--warmup`` seconds,
+never counted), registered and long-polling an empty task queue (sync_worker's run as
+``sync-worker run`` runs them: ``serve()`` in the main thread, stopped by SIGTERM; the SDK's
+``Worker.run()`` in ``asyncio.run``): it waits ``--warmup`` seconds,
 then reports its own user+system CPU (``resource.getrusage``, all threads, microsecond
 resolution) over ``--seconds``. The kinds alternate within each round. Printed: CPU percent of
 one core per kind (min / median / max over rounds) and each kind's median as a ratio of the
 published SDK's; then what woke each kind: wake-ups per second (the voluntary context switches
 of all the child's threads in the window, from ``/proc/self/task/*/status``: every return from
-a blocking wait counts one) and the HTTP requests the dev server answered per minute, by kind
-(counted from the dev server's request log over each child's window).
+a blocking wait counts one) and the HTTP requests the dev server received per minute, by kind
+(counted from the dev server's DEBUG request log over each child's window).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -51,7 +54,7 @@ def _child(kind: str, url: str, warmup: float, seconds: float) -> None:
         used = cpu() - start
         after = _context_switches()
         return {"cpu_seconds": used, "wall_start": wall, "wall_end": time.time(),
-                "voluntary_switches": after[0] - switches[0], "involuntary_switches": after[1] - switches[1]}
+                "voluntary_switches": after - switches}
 
     if kind == "sdk":
         import asyncio
@@ -82,38 +85,47 @@ def _child(kind: str, url: str, warmup: float, seconds: float) -> None:
         def noop() -> None:
             return None
 
+        from sync_worker.worker.cli import serve
+
         worker = Worker(Client(url), task_queue=queue, activities=[noop], pool=kind)
-        runner = threading.Thread(target=worker.run, daemon=True)
-        runner.start()
-        time.sleep(warmup)
-        measured = window(seconds)
-        worker.stop()
-        runner.join(30)
+        results: List[Dict[str, float]] = []
+
+        def measure() -> None:
+            time.sleep(warmup)
+            results.append(window(seconds))
+            os.kill(os.getpid(), signal.SIGTERM)  # a warm shutdown, as a deployment stops it
+
+        # The main thread runs the worker as `sync-worker run` does (serve(): the worker on a
+        # thread, the main thread waiting for signals), so what that loop costs is counted too.
+        threading.Thread(target=measure, daemon=True).start()
+        code = serve(worker)
+        if code != 0 or not results:
+            raise SystemExit(f"the {kind} worker exited with {code}")
+        measured = results[0]
     print(json.dumps({"kind": kind, "seconds": seconds, **measured}), flush=True)
 
 
-def _context_switches() -> Tuple[int, int]:
-    """(voluntary, involuntary) context switches of every thread of this process (Linux; else 0, 0)."""
-    voluntary = involuntary = 0
+def _context_switches() -> int:
+    """Voluntary context switches of every thread of this process (Linux; else 0)."""
+    voluntary = 0
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:
-        return 0, 0
+        return 0
     for task in tasks:
         try:
             with open(f"/proc/self/task/{task}/status") as status:
                 for line in status:
                     if line.startswith("voluntary_ctxt_switches:"):
                         voluntary += int(line.split()[1])
-                    elif line.startswith("nonvoluntary_ctxt_switches:"):
-                        involuntary += int(line.split()[1])
         except OSError:  # the thread exited meanwhile
             continue
-    return voluntary, involuntary
+    return voluntary
 
 
-# The dev server's request log line: "<asctime> DEBUG sync_worker.devserver...: <addr> - "POST /path HTTP/1.1" 200 -"
-_REQUEST_LINE = re.compile(r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) .*"(GET|POST|PUT|DELETE) (\S+) HTTP/')
+# A request in the dev server's DEBUG log: "<asctime> DEBUG sync_worker.devserver...: <addr> POST /path HTTP/1.1"
+# (logged as each request arrives; older servers logged '"POST /path HTTP/1.1" 200' as it was answered).
+_REQUEST_LINE = re.compile(r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) DEBUG .*?"?(GET|POST|PUT|DELETE) (\S+) HTTP/')
 
 
 def _request_kind(path: str) -> str:
@@ -126,7 +138,7 @@ def _request_kind(path: str) -> str:
 
 
 def _requests_in(log_path: str, start: float, end: float) -> Dict[str, int]:
-    """Requests the dev server answered between ``start`` and ``end`` (epoch seconds), by kind."""
+    """Requests the dev server logged between ``start`` and ``end`` (epoch seconds), by kind."""
     counts: Dict[str, int] = {"poll": 0, "heartbeat": 0, "other": 0}
     with open(log_path, errors="replace") as log:
         for line in log:
@@ -220,7 +232,7 @@ def main() -> None:
         ratio = median / sdk if sdk > 0 else float("inf")
         print(f"  {kind:8s} {min(values):.4f} / {median:.4f} / {max(values):.4f}   x{ratio:.2f}")
     minutes = args.rounds * args.seconds / 60.0
-    print("\nwhat woke it: wake-ups per second (min / median / max), requests answered per minute by kind")
+    print("\nwhat woke it: wake-ups per second (min / median / max), requests per minute by kind")
     for kind in KINDS:
         rates = wakeups[kind]
         per_minute = ", ".join(f"{name} {count / minutes:.2f}" for name, count in requests[kind].items())
