@@ -1,21 +1,23 @@
 """CPU an idle worker burns: sync_worker on threads and on gevent beside the published SDK's worker.
 
-    python3 bench/idle_cpu.py                 # 3 rounds x 40 s per worker kind, about 11 minutes
-    python3 bench/idle_cpu.py --seconds 10 --warmup 5 --rounds 1
+    python3 bench/idle_cpu.py                 # 3 rounds x 40 s per worker kind, about 8 minutes
+    python3 bench/idle_cpu.py --warmup 25     # the window then holds the first heartbeat (at 60 s)
+    python3 bench/idle_cpu.py --seconds 10 --rounds 1
 
 Each measurement is one worker child process on a dev server of its own (a child process too,
 never counted), registered and long-polling an empty task queue. sync_worker's children run as
 ``sync-worker run`` runs them (``serve()`` in the main thread, stopped by SIGTERM), the SDK's
-``Worker.run()`` in ``asyncio.run``. A child waits ``--warmup`` seconds (default 25: start-up
-is over, and the default 40 s window then holds what a steady minute of idling has: a long poll
-answered at 35 s, the heartbeat at 60 s, the concurrency control tick at 30 and 60 s), then
-reports its own user+system CPU (``resource.getrusage``, all threads, microsecond resolution)
-over ``--seconds``. The kinds alternate within each round. Printed: CPU percent of one core per
-kind (min / median / max over rounds) and each kind's median as a ratio of the published SDK's;
-then what woke each kind: wake-ups per second (the voluntary context switches of all the
-child's threads in the window, from ``/proc/self/task/*/status``: every return from a blocking
-wait counts one) and the HTTP requests the dev server received per minute, by kind (counted
-from the dev server's DEBUG request log over each child's window).
+``Worker.run()`` in ``asyncio.run``. A child waits ``--warmup`` seconds (default 8: start-up
+is over, gevent's resolver thread of the first connections has exited), then reports its own
+user+system CPU (``resource.getrusage``, all threads, microsecond resolution) over
+``--seconds`` (40: one long poll answered at 35 s, the concurrency control tick at 30 s, the
+hub stamps; the heartbeat, every 60 s, falls after it). The kinds alternate within each round.
+Printed: CPU percent of one core per kind (min / median / max over rounds) and each kind's
+median as a ratio of the published SDK's; then what woke each kind: wake-ups per second (the
+voluntary context switches of all the child's threads in the window, from
+``/proc/self/task/*/status``: every return from a blocking wait counts one) and the HTTP
+requests the dev server received per minute, by kind (counted from the dev server's DEBUG
+request log over each child's window).
 """
 
 from __future__ import annotations
@@ -213,7 +215,7 @@ def _one(kind: str, args: argparse.Namespace, log_path: str) -> Tuple[Dict[str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=40.0)
-    parser.add_argument("--warmup", type=float, default=25.0)
+    parser.add_argument("--warmup", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--child", choices=KINDS)
     parser.add_argument("--url")
