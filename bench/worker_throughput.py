@@ -61,7 +61,7 @@ def _pin(core: int) -> None:
 def parse_kind(kind: str) -> Tuple[str, str, int]:
     """``threads``, ``gevent-p4`` (4 activity pollers), ``threads-requests`` -> (pool, transport, pollers)."""
     pool, *rest = kind.split("-")
-    via, polls = "http.client", 1
+    via, polls = "stdlib", 1
     for part in rest:
         if part[:1] == "p" and part[1:].isdigit():
             polls = int(part[1:])

@@ -163,10 +163,10 @@ class Client(
       without being read whole. Every HTTP attempt also has an absolute deadline
       (``connect_timeout`` + its read timeout) that dripped bytes do not extend.
     * ``worker_plane_transport``: worker-plane requests (polls, task outcomes, heartbeats) go on a
-      pool of the standard library's ``http.client`` connections (``"http.client"``, the default:
-      about half the worker CPU per task of a requests session) or through a requests session
-      (``"requests"``, as the control plane always does). Both share the deadlines,
-      abort-on-shutdown, limits, TLS settings and error mapping.
+      pool of keep-alive sockets with a lean HTTP/1.1 wire, standard library only (``"stdlib"``,
+      the default: about a third of the worker CPU per task of a requests session) or through a
+      requests session (``"requests"``, as the control plane always does). Both share the
+      deadlines, abort-on-shutdown, limits, TLS settings and error mapping.
     * ``tls_context`` (an ``ssl.SSLContext``) is used as given for every HTTPS connection: its
       CAs, client certificate and hostname checks decide (requests' CA bundle is not added).
       ``verify=`` (a CA bundle path, or ``False``) is the short form.
@@ -194,7 +194,7 @@ class Client(
         transport_retries: int = 3,
         verify: Any = True,
         max_body_bytes: int = 64 * 1024 * 1024,
-        worker_plane_transport: str = "http.client",
+        worker_plane_transport: str = "stdlib",
     ) -> None:
         if external_storage is not None or external_storage_cache is not None or \
                 external_storage_threshold_bytes is not None:

@@ -27,9 +27,9 @@ CONTROL_PLANE_VERSION = "2"
 CONTROL_PLANE_CONTRACT_SCHEMA = "durable-workflow.v2.control-plane-request.contract"
 SDK_VERSION = "sync-worker-python/0.1.0"
 
-#: How worker-plane requests travel: ``"http.client"`` (the default: a pool of standard-library
-#: connections, about half the worker CPU per task) or ``"requests"`` (a session, like the control plane).
-WORKER_PLANE_TRANSPORTS = ("http.client", "requests")
+#: How worker-plane requests travel: ``"stdlib"`` (the default: pooled sockets with a lean HTTP/1.1
+#: wire, standard library only) or ``"requests"`` (a session, like the control plane).
+WORKER_PLANE_TRANSPORTS = ("stdlib", "requests")
 
 _PROTOCOL_ENV = "DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION"
 _CONTROL_ENV = "DURABLE_WORKFLOW_CONTROL_PLANE_VERSION"
@@ -60,7 +60,7 @@ class ClientBase:
         metrics: Any = None,
         tls_context: Optional[ssl.SSLContext] = None,
         max_body_bytes: int = 64 * 1024 * 1024,
-        worker_plane_transport: str = "http.client",
+        worker_plane_transport: str = "stdlib",
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -205,9 +205,9 @@ class ClientBase:
         else:  # discovery: prefer the worker credential, as the contract says
             headers = self._worker_headers() if self.worker_token else self._control_headers()
         clean_params = {k: v for k, v in (params or {}).items() if v is not None} or None
-        # The worker plane is the hot path: http.client directly (unless asked otherwise). The
+        # The worker plane is the hot path: the stdlib socket pool (unless asked otherwise). The
         # control plane keeps requests.
-        direct = plane == "worker" and self.worker_plane_transport == "http.client"
+        direct = plane == "worker" and self.worker_plane_transport == "stdlib"
         if self.metrics is None:
             return self._transport.request(
                 method, "/api" + path, route=route, headers=headers, json_body=body, params=clean_params,

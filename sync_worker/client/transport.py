@@ -3,9 +3,9 @@
 What lives here:
 
 * two paths, both abortable: the worker plane (polls, task outcomes, heartbeats: the hot
-  path) on a pool of ``http.client`` connections (:mod:`.stdlib_pool`), the control plane on a
+  path) on a pool of keep-alive sockets (:mod:`.stdlib_pool`, :mod:`.http11`), the control plane on a
   ``requests.Session`` (what users' tooling and ``responses``-based tests expect). The
-  direct path costs about half the worker CPU per task of the requests path
+  direct path costs about a third of the worker CPU per task of the requests path
   (``bench/worker_throughput.py``);
 * connection pools sized for the caller's concurrency (pollers plus slots), so a busy worker
   never closes connections it will need again ("connection pool is full");
@@ -189,7 +189,7 @@ class Transport:
         """Send one logical request (with transport retries per ``retry``) and map errors.
 
         ``route`` is the static route template used in logs and errors (never the concrete
-        URL with ids). ``direct`` sends it on the ``http.client`` pool without requests (the
+        URL with ids). ``direct`` sends it on the stdlib socket pool without requests (the
         worker plane). Raises :class:`~sync_worker.errors.WorkerShutdown` when ``cancel`` fires, typed
         :class:`~sync_worker.errors.ServerError` subclasses for error statuses and
         :class:`~sync_worker.errors.TransportError` when no response arrived.
@@ -380,7 +380,7 @@ def _transport_error(exc: requests.RequestException, route: str) -> errors.Trans
 
 
 def _direct_error(exc: BaseException, route: str) -> errors.TransportError:
-    """The ``http.client`` pool's failures as the same typed errors the requests path gives."""
+    """The stdlib pool's failures as the same typed errors the requests path gives."""
     if isinstance(exc, ConnectFailed):
         return errors.TransportError(f"{route}: connect failed ({exc})", route=route, timeout=exc.timed_out,
                                      connect=True)

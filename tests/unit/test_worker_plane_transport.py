@@ -1,4 +1,4 @@
-"""The worker plane's two transports (``http.client`` pool, the default, and ``requests``) against
+"""The worker plane's two transports (the stdlib socket pool, the default, and ``requests``) against
 scripted servers over real sockets: the same deadlines, body bounds, typed errors, keep-alive
 reuse, TLS settings and recovery on both. Polls and heartbeats are what a worker sends."""
 
@@ -20,7 +20,7 @@ from sync_worker.client import Client
 from tests._misbehaving import MisbehavingServer, RawRequest, drip, json_response, response_head
 
 Serve = Callable[..., MisbehavingServer]
-TRANSPORTS = ("http.client", "requests")
+TRANSPORTS = ("stdlib", "requests")
 
 
 @pytest.fixture
@@ -49,8 +49,8 @@ def _poll(client: Client, timeout_seconds: int = 0, cancel: Any = None) -> Any:
                                      timeout_seconds=timeout_seconds, cancel=cancel)
 
 
-def test_the_default_worker_plane_is_http_client() -> None:
-    assert Client("http://127.0.0.1:1").worker_plane_transport == "http.client"
+def test_the_default_worker_plane_is_the_stdlib_pool() -> None:
+    assert Client("http://127.0.0.1:1").worker_plane_transport == "stdlib"
     with pytest.raises(ValueError, match="worker_plane_transport"):
         Client("http://127.0.0.1:1", worker_plane_transport="urllib3")
 
@@ -210,7 +210,7 @@ def test_a_forked_child_opens_its_own_connection(serve: Serve) -> None:
         peers.append(conn.getpeername())
         json_response(server, conn, {"task": None})
 
-    client = _client(serve(script).url, "http.client")
+    client = _client(serve(script).url, "stdlib")
     assert _poll(client) is None
     pid = os.fork()
     if pid == 0:  # the child: poll on the inherited client, exit with the outcome
