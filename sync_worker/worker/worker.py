@@ -24,7 +24,7 @@ import dataclasses
 import functools
 import logging
 import uuid
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .. import activity as activity_api
 from .. import health
@@ -33,7 +33,7 @@ from ..errors import (
     WorkerShutdown,
 )
 from ..interceptors import WorkerInterceptor
-from . import dispatch, shutdown, workflow_support
+from . import dispatch, joining, shutdown, workflow_support
 from .activities import activity_map
 from .admission import AdmissionGate, ConcurrencyOption, ControlLoop, resolve_concurrency, start_control_loop
 from .backend import ConcurrencyBackend, SchedulerMonitor, TaskHandle, backend_for_pool, default_pool
@@ -44,15 +44,10 @@ from .pollers import Poller, poll_timeout_seconds
 from .recovery import ServerContact, run_heartbeat
 from .registration import (
     ProcessMetrics,
-    registration_body,
-    valid_registration_token,
-    worker_capabilities,
-    workflow_package_capabilities,
 )
 from .run_until import wait_until_terminal
 from .shutdown import ShutdownIncomplete
 from .slots import Slot, SlotPool
-from .startup import retry_startup
 from .status import (
     DEFAULT_EVENT_LOOP_STALL_SECONDS,
     RoleTracker,
@@ -61,7 +56,7 @@ from .status import (
     WorkerStatus,
     default_request_bounds,
 )
-from .sticky import StickyWorkflowCache, check_sticky_support
+from .sticky import StickyWorkflowCache
 
 __all__ = ["ShutdownIncomplete", "Worker"]
 
@@ -434,60 +429,10 @@ class Worker:
                     self.worker_id, self.task_queue, self.backend.name, len(self.workflows), len(self.activities))
 
     def _register(self) -> None:
-        tracker = self._registration_role
-        tracker.request_started()
-        try:
-            ack, fenced = retry_startup(
-                self._discover_and_register, url=str(getattr(self.client, "base_url", "the server")),
-                max_wait=self.max_startup_wait, clock=self.backend.monotonic, wait=self._stop_requested.wait)
-        except BaseException as error:
-            tracker.request_failed(error)
-            raise
-        if fenced:
-            token = valid_registration_token(ack if isinstance(ack, Mapping) else {}, self.worker_id)
-            if token is None:
-                tracker.request_failed(RuntimeError())
-                raise RuntimeError(f"worker {self.worker_id}: invalid registration_token acknowledgement")
-            self._registration_token = token
-        self._adopt_heartbeat_interval(ack)
-        tracker.request_succeeded()
-        self._board.registered()
-
-    def _discover_and_register(self) -> Tuple[Any, bool]:
-        """One start-up attempt: read and check cluster info, then register; ``(ack, fenced)``."""
-        self.client.validate_worker_compatibility(refresh=True)
-        capabilities: Mapping[str, Any] = self.client.server_capabilities() or {}
-        fencing = capabilities.get("worker_deregistration_fencing")
-        fenced = fencing is True or (isinstance(fencing, Mapping) and fencing.get("supported") is True)
-        self._query_enabled = bool(self.workflows) and capabilities.get("query_tasks") is True
-        check_sticky_support(self._sticky, capabilities)
-        contracts = self.workflows.command_contracts()
-        body = registration_body(
-            worker_id=self.worker_id,
-            task_queue=self.task_queue,
-            workflow_types=self.workflows.names(),
-            activity_types=list(self.activities),
-            fingerprints=self.workflows.fingerprints(),
-            command_contracts=contracts,
-            capabilities=worker_capabilities(
-                has_workflows=bool(self.workflows), server_capabilities=capabilities,
-                workflow_capabilities=workflow_package_capabilities(),
-                has_updates=self.workflows.has_updates(contracts), sticky=self._sticky.enabled,
-            ),
-            sticky=self._sticky.enabled,
-            build_id=self.build_id,
-            max_concurrent_workflow_tasks=self.max_concurrent_workflow_tasks,
-            max_concurrent_activity_tasks=self.max_concurrent_activity_tasks,
-            task_slots=self.task_slots(),
-            process_metrics=self._process_metrics_sample(),
-        )
-        return self.client.register_worker(body), fenced
+        joining.register(self)
 
     def _adopt_heartbeat_interval(self, ack: Any) -> None:
-        if isinstance(ack, Mapping):
-            advertised = ack.get("heartbeat_interval_seconds")
-            if isinstance(advertised, int) and not isinstance(advertised, bool) and advertised > 0:
-                self.heartbeat_interval = float(advertised)
+        joining.adopt_heartbeat_interval(self, ack)
 
     def _start_pollers(self) -> None:
         seconds = poll_timeout_seconds(self.poll_timeout)
