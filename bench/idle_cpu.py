@@ -176,10 +176,11 @@ def _wait_ready(url: str, timeout: float = 30.0) -> None:
 
 
 def _measure(args: argparse.Namespace, folder: str, results: Dict[str, List[float]],
-             wakeups: Dict[str, List[float]], requests: Dict[str, Dict[str, int]]) -> None:
+             wakeups: Dict[str, List[float]], requests: Dict[str, Dict[str, int]], noise: Any) -> None:
     for round_no in range(args.rounds):
         order = KINDS[round_no % len(KINDS):] + KINDS[:round_no % len(KINDS)]
         for kind in order:
+            noise.sample(3)
             data, answered = _one(kind, args, os.path.join(folder, f"devserver-{round_no}-{kind}.log"))
             percent = 100.0 * data["cpu_seconds"] / data["seconds"]
             results[kind].append(percent)
@@ -226,9 +227,15 @@ def main() -> None:
     results: Dict[str, List[float]] = {kind: [] for kind in KINDS}
     wakeups: Dict[str, List[float]] = {kind: [] for kind in KINDS}
     requests: Dict[str, Dict[str, int]] = {kind: {"poll": 0, "heartbeat": 0, "other": 0} for kind in KINDS}
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _noise import NoiseProbe
+
+    noise = NoiseProbe()
     with tempfile.TemporaryDirectory(prefix="idle-cpu-") as folder:
-        _measure(args, folder, results, wakeups, requests)
+        _measure(args, folder, results, wakeups, requests, noise)
+    noise.sample(3)
     print("\nidle worker CPU, percent of one core (min / median / max), and median vs the published SDK")
+    print(noise.report())
     sdk = statistics.median(results["sdk"])
     for kind in KINDS:
         values = results[kind]
