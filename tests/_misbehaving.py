@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 
 @dataclass
@@ -218,3 +218,23 @@ class FaultProxy:
 
     def close(self) -> None:
         self.server.close()
+
+
+ServerScript = Callable[["MisbehavingServer", socket.socket, RawRequest], None]
+
+
+def serving() -> Iterator[Callable[[ServerScript], MisbehavingServer]]:
+    """The body of a ``serve`` fixture: ``serve(script)`` starts a server whose script also gets
+    the server itself; every server started is closed at teardown."""
+    servers: List[MisbehavingServer] = []
+
+    def start(script: ServerScript) -> MisbehavingServer:
+        holder: List[MisbehavingServer] = []
+        server = MisbehavingServer(lambda conn, request: script(holder[0], conn, request))
+        holder.append(server)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()

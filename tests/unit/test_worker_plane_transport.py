@@ -17,7 +17,7 @@ import pytest
 from sync_worker import errors
 from sync_worker.cancel import CancelToken
 from sync_worker.client import Client
-from tests._misbehaving import MisbehavingServer, RawRequest, drip, json_response, response_head
+from tests._misbehaving import MisbehavingServer, RawRequest, drip, json_response, response_head, serving
 
 Serve = Callable[..., MisbehavingServer]
 TRANSPORTS = ("stdlib", "requests")
@@ -25,18 +25,7 @@ TRANSPORTS = ("stdlib", "requests")
 
 @pytest.fixture
 def serve() -> Iterator[Serve]:
-    servers: List[MisbehavingServer] = []
-
-    def start(script: Callable[[MisbehavingServer, socket.socket, RawRequest], None]) -> MisbehavingServer:
-        holder: List[MisbehavingServer] = []
-        server = MisbehavingServer(lambda conn, request: script(holder[0], conn, request))
-        holder.append(server)
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.close()
+    yield from serving()
 
 
 def _client(url: str, via: str, **kwargs: Any) -> Client:
