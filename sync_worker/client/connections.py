@@ -115,7 +115,7 @@ class _TrackedHTTPConnection(_TrackedMixin, HTTPConnection):
 
 
 #: urllib3 1.26 (what botocore pins on Python 3.9) differs from 2.x in the two ways handled below.
-_URLLIB3_V1 = urllib3.__version__.startswith("1.")  # type: ignore[attr-defined]
+_URLLIB3_V1 = str(getattr(urllib3, "__version__", "")).startswith("1.")
 
 
 def _is_ip_literal(host: str) -> bool:
@@ -131,13 +131,15 @@ class _TrackedHTTPSConnection(_TrackedMixin, HTTPSConnection):
         # urllib3 1.26 drops server_hostname for an IP address (no SNI), so a caller's context
         # that checks hostnames refuses to connect ("check_hostname requires server_hostname").
         # The ssl module verifies an IP address itself and sends no SNI for it: hand it over.
-        context: Optional[ssl.SSLContext] = self.ssl_context
-        host = self.server_hostname or self.host
+        # (read through Any: urllib3 1.26's stubs, types-urllib3, do not declare these attributes)
+        this: Any = self
+        context: Optional[ssl.SSLContext] = this.ssl_context
+        host: str = this.server_hostname or self.host
         if (not _URLLIB3_V1 or context is None or not context.check_hostname
                 or getattr(self, "_tunnel_host", None) or not _is_ip_literal(host)):
-            super().connect()
+            super().connect()  # type: ignore[no-untyped-call,unused-ignore]  # untyped in types-urllib3
             return
-        self.sock = context.wrap_socket(self._new_conn(), server_hostname=host.strip("[]"))
+        self.sock = context.wrap_socket(this._new_conn(), server_hostname=host.strip("[]"))
         self.is_verified = True
 
 
@@ -174,7 +176,7 @@ class TrackedAdapter(HTTPAdapter):
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         if self.ssl_context is not None:
             kwargs["ssl_context"] = self.ssl_context
-        super().init_poolmanager(*args, **kwargs)
+        super().init_poolmanager(*args, **kwargs)  # type: ignore[no-untyped-call,unused-ignore]  # old types-requests
         self.poolmanager.pool_classes_by_scheme = dict(TRACKED_POOLS)
         self.poolmanager.key_fn_by_scheme = dict(self.poolmanager.key_fn_by_scheme)
 

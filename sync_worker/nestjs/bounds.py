@@ -51,7 +51,7 @@ def encode_result(result: Dict[str, Any]) -> str:
     try:
         return json.dumps(result, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as error:
-        failed = {key: result[key] for key in ("runId", "seq", "stepId", "startedAt") if key in result}
+        failed: Dict[str, Any] = {key: result[key] for key in ("runId", "seq", "stepId", "startedAt") if key in result}
         failed["status"] = "failed"
         failed["error"] = {
             "message": f"step {result.get('stepId')} returned a value JSON cannot carry: {error}"[:2048],

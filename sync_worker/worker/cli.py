@@ -236,7 +236,7 @@ def _not_a_worker(value: Any) -> Optional[str]:
     return None
 
 
-class _Concurrency(click.ParamType):  # type: ignore[type-arg]  # generic only in click >= 8.2
+class _Concurrency(click.ParamType):  # type: ignore[type-arg,unused-ignore]  # generic only in click >= 8.2
     """``-c N`` (fixed activity slots) or ``-c adaptive``."""
 
     name = "N|adaptive"
