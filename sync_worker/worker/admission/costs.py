@@ -11,7 +11,7 @@ for any type; with nothing learned it is 0 (the "first task runs alone" rule cov
 from __future__ import annotations
 
 from collections import deque
-from typing import Deque, Dict, Optional
+from typing import Deque, Dict, Optional, Tuple
 
 __all__ = ["COST_SAMPLES", "CostLearner"]
 
@@ -25,28 +25,33 @@ class CostLearner:
     def __init__(self, enabled: bool = True, samples: int = COST_SAMPLES) -> None:
         self.enabled = enabled
         self._samples = samples
-        self._costs: Dict[str, Deque[int]] = {}
+        # per type: its last solo samples as (bytes, how it was measured: "process_peak" | "sampled")
+        self._costs: Dict[str, Deque[Tuple[int, str]]] = {}
 
     @property
     def learned(self) -> bool:
         """Whether at least one cost has been measured."""
         return any(self._costs.values())
 
-    def observe(self, name: str, cost_bytes: int) -> None:
+    def observe(self, name: str, cost_bytes: int, source: str = "sampled") -> None:
         if not self.enabled or not name:
             return
-        self._costs.setdefault(name, deque(maxlen=self._samples)).append(max(0, int(cost_bytes)))
+        self._costs.setdefault(name, deque(maxlen=self._samples)).append((max(0, int(cost_bytes)), source))
 
     def largest(self) -> int:
-        return max((max(s) for s in self._costs.values() if s), default=0)
+        return max((max(s)[0] for s in self._costs.values() if s), default=0)
 
     def estimate(self, name: Optional[str]) -> int:
         """The bytes to reserve for a task of ``name``; ``None`` means "type not known yet"."""
         if not self.enabled:
             return 0
         samples = self._costs.get(name) if name else None
-        return max(samples) if samples else self.largest()
+        return max(samples)[0] if samples else self.largest()
 
     def snapshot(self) -> Dict[str, int]:
         """{type: estimated bytes} for every type learned so far."""
-        return {name: max(samples) for name, samples in sorted(self._costs.items()) if samples}
+        return {name: max(samples)[0] for name, samples in sorted(self._costs.items()) if samples}
+
+    def sources(self) -> Dict[str, str]:
+        """{type: how its estimate (the largest kept sample) was measured}."""
+        return {name: max(samples)[1] for name, samples in sorted(self._costs.items()) if samples}

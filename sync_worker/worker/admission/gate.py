@@ -40,6 +40,7 @@ from .config import ConcurrencyConfig
 from .controller import LatencyWindow, decide
 from .costs import CostLearner
 from .memory import MemoryProbe, MemoryReading
+from .peak import PeakWindow
 from .status import ConcurrencyStatus, LimitAdjustment
 
 __all__ = ["AdmissionGate", "ControlLoop", "Reservation", "start_control_loop"]
@@ -64,7 +65,7 @@ class Reservation:
         "forced",
         "growth",
         "name",
-        "peak_at_start",
+        "peak_window",
         "solo",
         "started_at",
         "usage_at_start",
@@ -77,7 +78,7 @@ class Reservation:
         self.started_at: Optional[float] = None
         self.solo = False
         self.usage_at_start: Optional[int] = None
-        self.peak_at_start: Optional[int] = None
+        self.peak_window: Optional[PeakWindow] = None
         self.growth = 0
         self._ended = False
 
@@ -313,9 +314,11 @@ class AdmissionGate:
             reservation.solo = not others
             reservation.started_at = self._clock()
         if reservation.solo and track:
-            usage, peak = self._recent(_START_READING_MAX_AGE).usage_bytes, self.probe.peak()
+            peaks = self.probe.peaks
+            window = peaks.open() if peaks is not None else None
+            usage = self._recent(_START_READING_MAX_AGE).usage_bytes
             with self._lock:
-                reservation.usage_at_start, reservation.peak_at_start = usage, peak
+                reservation.usage_at_start, reservation.peak_window = usage, window
 
     def _end(self, reservation: Reservation, ok: bool) -> None:
         learn = reservation.solo and reservation.name and self.config.step_cost_tracking
@@ -323,7 +326,9 @@ class AdmissionGate:
             alone = len(self._records) == 1 and id(reservation) in self._records
         wanted = learn or (alone and self.config.adaptive)
         usage = self._read().usage_bytes if wanted else None
-        peak = self.probe.peak() if learn and reservation.peak_at_start is not None else None
+        with self._lock:
+            window, reservation.peak_window = reservation.peak_window, None
+        peak_growth = self.probe.peaks.close(window) if window is not None and self.probe.peaks else None
         with self._lock:
             if reservation._ended:
                 return
@@ -333,13 +338,17 @@ class AdmissionGate:
                 self._probe_pending = False
                 self._window.record(self._clock(), self._clock() - reservation.started_at, ok)
                 if learn and reservation.solo and reservation.usage_at_start is not None:
-                    observed = reservation.growth
+                    sampled = reservation.growth
                     if usage is not None:
-                        observed = max(observed, usage - reservation.usage_at_start)
-                    if peak is not None and reservation.peak_at_start is not None:
-                        observed = max(observed, peak - reservation.peak_at_start)
+                        sampled = max(sampled, usage - reservation.usage_at_start)
+                    # the peak window, where it is known, is exact whatever the readings missed;
+                    # the readings still count (a cgroup also charges what the RSS does not show)
+                    if peak_growth is not None:
+                        observed, source = max(sampled, peak_growth), "process_peak"
+                    else:
+                        observed, source = sampled, "sampled"
                     assert reservation.name is not None
-                    self._costs.observe(reservation.name, observed)
+                    self._costs.observe(reservation.name, observed, source)
             if not self._records and usage is not None:
                 self._idle_usage = usage
         self.wake()
@@ -449,6 +458,7 @@ class AdmissionGate:
                 ceiling_pct=config.ram_ceiling_pct, waiting=self._waiting, deferrals=self._deferrals,
                 forced_admissions=self._forced, last_deferred_at_ms=self._last_deferred_at,
                 headroom_ticks=self._headroom_ticks, step_cost_bytes=self._costs.snapshot(),
+                step_cost_sources=self._costs.sources(),
                 last_adjust=self._last_adjust, cpu_pct=self._cpu_pct, p95_seconds=self._window.p95(),
                 throughput_per_min=self._window.throughput_per_min(),
             )

@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
+from .peak import PROCESS_PEAKS, PeakTracker
+
 __all__ = [
     "MemoryProbe",
     "MemoryReading",
@@ -171,6 +173,7 @@ class MemoryProbe:
         usage_reader: Optional[Callable[[], Optional[int]]] = None,
         limit_reader: Optional[Callable[[], Optional[int]]] = None,
         peak_reader: Optional[Callable[[], Optional[int]]] = None,
+        peaks: Optional[PeakTracker] = None,
         physical_ram: Optional[Callable[[], Optional[int]]] = None,
         stat_max_age: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
@@ -185,6 +188,9 @@ class MemoryProbe:
         self._usage_reader = usage_reader
         self._limit_reader = limit_reader
         self._peak_reader = peak_reader or read_peak_rss
+        # peak windows (cost learning) read this process's real figures unless the usage is injected
+        self.peaks: Optional[PeakTracker] = peaks if peaks is not None else (
+            PROCESS_PEAKS if usage_reader is None else None)
         self._physical_ram = physical_ram or _physical_ram
         self._limit: Optional[int] = None
         self._limit_source = "unavailable"
@@ -249,7 +255,7 @@ class MemoryProbe:
         return None
 
     def peak(self) -> Optional[int]:
-        """The process peak RSS (for cost learning: how far did the peak move during a run)."""
+        """The process's never-falling peak RSS (the usage source of last resort)."""
         try:
             return self._peak_reader()
         except Exception:

@@ -53,6 +53,10 @@ class ConcurrencyStatus:
     last_deferred_at_ms: Optional[int]
     headroom_ticks: int
     step_cost_bytes: Mapping[str, int] = field(default_factory=dict)
+    #: per type, how its cost was measured: ``process_peak`` (the process's RSS high-water mark over
+    #: a solo run was known, so the cost is at least that exact peak) or ``sampled`` (only the usage
+    #: readings taken while it ran)
+    step_cost_sources: Mapping[str, str] = field(default_factory=dict)
     last_adjust: Optional[LimitAdjustment] = None
     cpu_pct: Optional[float] = None
     p95_seconds: Optional[float] = None
@@ -97,5 +101,7 @@ class ConcurrencyStatus:
                 memory["lastDeferredAt"] = self.last_deferred_at_ms
         if self.step_cost_bytes:
             memory["stepCostBytes"] = dict(self.step_cost_bytes)
+        if self.step_cost_sources:
+            memory["stepCostSource"] = dict(self.step_cost_sources)
         out["memory"] = memory
         return out

@@ -11,6 +11,7 @@ from typing import Any, List, Optional
 import pytest
 
 from sync_worker.worker.admission import AdmissionGate, MemoryProbe, resolve_concurrency
+from sync_worker.worker.admission.peak import PeakTracker
 from sync_worker.worker.metrics import (
     ADMISSION_DEFERRALS,
     ADMISSION_DEFERRING,
@@ -42,9 +43,21 @@ class Machine:
         assert self.usage is not None
         self.usage -= nbytes
 
+    def reset_peak(self) -> bool:
+        """The process's high-water mark back to its current RSS (/proc/self/clear_refs ``5``)."""
+        if not self.resettable:
+            return False
+        self.peak = self.usage or 0
+        return True
+
+    resettable = True
+
+    def peaks(self) -> PeakTracker:
+        return PeakTracker(reader=lambda: (self.usage or 0, self.peak), resetter=self.reset_peak)
+
     def gate(self, option: Any = "adaptive", **kwargs: Any) -> AdmissionGate:
         probe = MemoryProbe(usage_reader=lambda: self.usage, limit_reader=lambda: self.ceiling,
-                            peak_reader=lambda: self.peak)
+                            peak_reader=lambda: self.peak, peaks=self.peaks())
         return AdmissionGate(resolve_concurrency(option), probe=probe, clock=lambda: self.now,
                              wall_clock=lambda: 1_700_000_000.0 + self.now, cpu_seconds=lambda: self.cpu, **kwargs)
 
@@ -218,6 +231,44 @@ def test_cost_is_learned_only_from_solo_runs_and_includes_the_peak() -> None:
     machine.free(250 * MB)
     solo.finish()
     assert gate.status().step_cost_bytes["spiky"] == 250 * MB
+
+
+def test_a_solo_runs_peak_is_learned_when_no_reading_sees_it() -> None:
+    """Issue 30: allocate 200 MB, hold, free, with no reading in between (a 0.5 s task, a 2 s tick,
+    pollers held at the limit without reading memory). Every solo run is measured by the process's
+    high-water mark, reset at its start, so five such runs never wear the learned cost down."""
+    machine = Machine(usage=100 * MB)
+    gate = machine.gate({"start": 1, "max": 8})
+    machine.peak = 900 * MB  # an older, higher peak (an earlier, bigger task)
+    for _ in range(6):
+        reservation = gate.try_reserve()
+        assert reservation is not None
+        reservation.start("allocate")
+        machine.allocate(200 * MB)
+        machine.now += 0.5
+        machine.free(200 * MB)
+        reservation.finish()
+        assert gate.status().step_cost_bytes["allocate"] == 200 * MB
+        assert gate.status().step_cost_sources["allocate"] == "process_peak"
+    assert gate.status().to_wire()["memory"]["stepCostSource"] == {"allocate": "process_peak"}
+
+
+def test_a_high_water_mark_that_cannot_be_reset_is_used_only_when_the_run_beats_it() -> None:
+    machine = Machine(usage=100 * MB)
+    machine.resettable = False
+    gate = machine.gate({"start": 1, "max": 8})
+    machine.peak = 900 * MB
+    machine.run_solo(gate, "below", 200 * MB)  # the old mark hides the peak: the sampled reading counts
+    assert gate.status().step_cost_bytes["below"] == 200 * MB
+    assert gate.status().step_cost_sources["below"] == "sampled"
+    reservation = gate.try_reserve()
+    assert reservation is not None
+    reservation.start("above")
+    machine.allocate(1000 * MB)  # beats the old mark: the new high is this run's, exact
+    machine.free(1000 * MB)
+    reservation.finish()
+    assert gate.status().step_cost_bytes["above"] == 1000 * MB
+    assert gate.status().step_cost_sources["above"] == "process_peak"
 
 
 def test_tick_samples_growth_of_a_solo_task() -> None:
