@@ -30,28 +30,13 @@ from .commands import (
     UpsertSearchAttributes,
     WaitCondition,
 )
+from .fingerprints import condition_fingerprint
 from .policies import CancellationPolicy, ParentClosePolicy, RetryPolicyInput
 from .streams import MessageStream, StreamInbox
 
 __all__ = ["Saga", "WorkflowContext", "condition_fingerprint"]
 
 _USER_LOGGER = logging.getLogger("sync_worker.workflow.user")
-
-
-def condition_fingerprint(predicate: Callable[[], Any]) -> str:
-    """``"sha256:<hex>"`` of a predicate's identity and code (same inputs as the published SDK)."""
-    digest = hashlib.sha256()
-    digest.update(b"durable-workflow-python.wait-condition.v1\0")
-    digest.update(f"{getattr(predicate, '__module__', '')}\0".encode())
-    digest.update(f"{getattr(predicate, '__qualname__', '')}\0".encode())
-    code = getattr(predicate, "__code__", None)
-    if code is None:
-        digest.update(repr(predicate).encode())
-    else:
-        identity = (code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_code,
-                    code.co_consts, code.co_names, code.co_varnames, code.co_freevars)
-        digest.update(repr(identity).encode())
-    return f"sha256:{digest.hexdigest()}"
 
 
 class ReplayLogger:

@@ -65,7 +65,15 @@ class RecordedStep:
 
 @dataclass
 class Receiver:
-    """A recorded signal or update, applied to the instance at its history position."""
+    """A recorded signal or update and where replay applies it.
+
+    Legacy histories (no application records): at its history position (``result_index``
+    results consumed) or at the condition wait it is bound to (``wait_id``). Recorded
+    histories (``messages``): in the order of its application record, once the workflow has
+    consumed ``result_index`` results (those recorded before it arrived) and reached the step
+    of workflow sequence ``due_sequence`` (the step the run was blocked on when the task that
+    applied it started; 0: the first yield).
+    """
 
     history_index: int
     result_index: int
@@ -73,6 +81,8 @@ class Receiver:
     name: str
     args: List[Any]
     wait_id: Optional[str] = None
+    message_id: Optional[str] = None
+    due_sequence: int = 0
 
 
 @dataclass
@@ -91,6 +101,14 @@ class HistoryIndex:
     events: List[Dict[str, Any]] = field(default_factory=list)
     #: The highest step sequence read so far (kept by the reader, so it costs nothing to ask).
     known_max_sequence: int = 0
+    #: Recorded mode (``messages``): the messages with an application record, in its order...
+    applied: List[Receiver] = field(default_factory=list)
+    #: ...the accepted messages without one yet, by message id, in arrival order...
+    unapplied: Dict[str, Receiver] = field(default_factory=dict)
+    #: ...the sequence of the blocking step recorded last (what the run waits on now; 0: none)...
+    blocked_sequence: int = 0
+    #: ...and whether the server records signal applications (``SignalApplied``) at all.
+    records_applications: bool = False
 
     def payload_at(self, position: Optional[int]) -> Dict[str, Any]:
         return event_payload(self.events[position]) if position is not None else {}

@@ -67,6 +67,7 @@ from .history import (
     sequence_of,
 )
 from .matching import check_step
+from .messages import ResumeContext, current_message
 from .reader import _validate_codecs, collect_resolved, collect_steps, reorder_parallel_groups
 from .replayer import ReplayResult, _is_stream, _Replay, _Stop, _suffix_minima
 from .streams import is_cursor_checkpoint
@@ -99,6 +100,10 @@ class SuspendedRun:
         self.replay = replay
         self.cancel_requested = cancel_requested
         self.workflow_class = replay.cls
+        #: recorded mode: the message the last task carried (its record must come next)
+        self.carried: Optional[str] = None
+        #: recorded mode: the step the run was blocked on when it was suspended
+        self.blocked_sequence = replay.history.blocked_sequence
 
     @property
     def event_count(self) -> int:
@@ -114,12 +119,17 @@ def _suspend(replay: _Replay, cancel_requested: bool) -> Optional[SuspendedRun]:
 
 def start(cls: type, history_events: List[Dict[str, Any]], start_input: List[Any], *,
           workflow_id: Optional[str] = None, run_id: str = "", payload_codec: Optional[str] = "avro",
-          cancel_requested: bool = False) -> Tuple[ReplayResult, Optional[SuspendedRun]]:
+          cancel_requested: bool = False, resume: Optional[ResumeContext] = None,
+          ) -> Tuple[ReplayResult, Optional[SuspendedRun]]:
     """A cold replay (same result as ``replay``) plus its suspended state when it can be resumed."""
     state = _Replay(cls, list(history_events), start_input, workflow_id=workflow_id, run_id=run_id,
-                    codec=payload_codec, cancel_requested=cancel_requested)
+                    codec=payload_codec, cancel_requested=cancel_requested, resume=resume)
+    carried = current_message(state.history, resume) if state.recorded else None
     result = state.run()
-    return result, _suspend(state, cancel_requested)
+    suspended = _suspend(state, cancel_requested)
+    if suspended is not None and carried is not None:
+        suspended.carried = carried.message_id
+    return result, suspended
 
 
 def _eligible(run: SuspendedRun, new_events: List[Dict[str, Any]]) -> bool:
@@ -176,10 +186,10 @@ def _extend(replay: _Replay, new_events: List[Dict[str, Any]]) -> Optional[List[
     scanner.wait_ids.update(aliases)
     collect_resolved(new_events, scanner.wait_ids, scanner.resolved)
     offset = len(history.events)
-    # Receivers the code already applied must keep the wait they were bound to.
+    # Receivers the code already applied must keep the wait they were bound to (legacy rules).
     unsettled = {index: scanner.binder.binding(index) for index in scanner.binder.unsettled()}
     scanner.binder.feed(new_events, offset, scanner.wait_ids)
-    if any(scanner.binder.binding(index) != wait_id for index, wait_id in unsettled.items()):
+    if not replay.recorded and any(scanner.binder.binding(index) != wait_id for index, wait_id in unsettled.items()):
         return None
     for index in range(offset, offset + len(new_events)):
         if event_type(new_events[index - offset]) in _RECEIVER_EVENTS:
@@ -209,7 +219,8 @@ def _extend(replay: _Replay, new_events: List[Dict[str, Any]]) -> Optional[List[
     for position in range(replay.cursor, results):
         if history.result_steps[position].sequence in touched_sequences:
             history.result_steps[position] = _rebuilt(replay, history.result_steps[position])
-    replay.receivers.extend(new_receivers)
+    if not replay.recorded:
+        replay.receivers.extend(new_receivers)
     replay._result_base = replay.cursor
     replay._result_min = _suffix_minima(history.result_steps[replay.cursor:])
     replay._wait_base = max(0, replay.wait_cursor - 1)
@@ -245,7 +256,10 @@ def _consume_issued(replay: _Replay, issued: List[Any]) -> bool:
             return False
         replay.cursor += 1
         before = len(replay.receivers)
-        replay.apply_due(before_result=False)
+        if replay.recorded:
+            replay.apply_before_yield()
+        else:
+            replay.apply_due_legacy(before_result=False)
         if len(replay.receivers) != before:
             return False
     return True
@@ -254,21 +268,26 @@ def _consume_issued(replay: _Replay, issued: List[Any]) -> bool:
 def _quiet_boundary(replay: _Replay) -> bool:
     """The loop-top bookkeeping of a cold replay, when it applies no receiver."""
     replay.skip_duplicate_version_markers()
+    if replay.recorded:
+        return True
     before = len(replay.receivers)
-    replay.apply_due(before_result=True)
+    replay.apply_due_legacy(before_result=True)
     return len(replay.receivers) == before
 
 
-def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *,
-           cancel_requested: bool = False) -> Optional[Tuple[ReplayResult, Optional[SuspendedRun]]]:
+def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *, cancel_requested: bool = False,
+           context: Optional[ResumeContext] = None) -> Optional[Tuple[ReplayResult, Optional[SuspendedRun]]]:
     """Continue ``run`` with ``new_events`` (the history after ``run.event_count``).
 
     Returns the result a cold replay of the whole history gives plus the new suspended
     state, or ``None`` when continuity cannot be shown (``run`` is then spent: drop it).
+    ``context`` is the new task's resume context (the message it carries).
     """
     replay = run.replay
     if cancel_requested != run.cancel_requested or not new_events or not _eligible(run, new_events):
         return None
+    if replay.recorded or context is not None:
+        return resume_recorded(run, new_events, cancel_requested, context)
     blocked = replay.blocked
     issued = replay.pending[:replay.blocked_mark]
     # A wait that ended the task by re-opening a recorded open is decided again from there.
@@ -296,7 +315,7 @@ def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *,
         if replay.next_unconsumed() is None:
             replay.go_live()
         before = len(replay.receivers)
-        replay.apply_due(before_result=False)
+        replay.apply_due_legacy(before_result=False)
         if rewaiting:
             if len(replay.receivers) != before:
                 return None
@@ -318,3 +337,59 @@ def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *,
         log.debug("sticky resume gave up (%s: %s); replaying cold", type(error).__name__, error)
         return None
     return replay.result(commands), _suspend(replay, cancel_requested)
+
+
+def resume_recorded(run: SuspendedRun, new_events: List[Dict[str, Any]], cancel_requested: bool,
+                    context: Optional[ResumeContext]) -> Optional[Tuple[ReplayResult, Optional[SuspendedRun]]]:
+    """Recorded mode (``messages``): every message sits where its record says, so a resume only
+    has to see the last task's message recorded next, and every newer one due no earlier than
+    the step the run was suspended at; then the suspended yield is handled again."""
+    replay = run.replay
+    if not replay.recorded:
+        return None  # the state was built by the legacy rules: a cold replay switches over
+    blocked, issued = replay.blocked, replay.pending[:replay.blocked_mark]
+    replay.blocked = None
+    try:
+        before = len(replay.history.applied)
+        if _extend(replay, new_events) is None:
+            return None
+        added = list(replay.history.applied[before:])
+        if run.carried is not None:
+            if not added or added[0].message_id != run.carried:
+                return None  # the last task's message was not recorded as applied by it
+            added.pop(0)
+        current = current_message(replay.history, context)
+        if current is not None:
+            added.append(current)
+        if any(receiver.due_sequence < run.blocked_sequence for receiver in added):
+            return None
+        replay.receivers.extend(added)
+        if not _consume_issued(replay, issued) or not _quiet_boundary(replay):
+            return None
+        replay.pending = []
+        replay.ctx.logger.replaying = True
+        if replay.next_unconsumed() is None:
+            replay.go_live()
+        if isinstance(blocked, WaitCondition) and replay.live_wait is not None:
+            outcome = replay.wait_again(blocked)
+            if outcome is None:
+                return None
+        else:
+            replay.live_wait = None
+            replay.apply_before_yield()
+            outcome = replay.handle(blocked)
+        if isinstance(outcome, _Stop):
+            if outcome.commands is not None:
+                return None
+            replay.blocked = blocked
+            replay.blocked_mark = 0
+            commands = list(replay.pending)
+        else:
+            commands = replay.loop(outcome, first=False)
+    except (Exception, WorkflowCancelled) as error:
+        log.debug("sticky resume gave up (%s: %s); replaying cold", type(error).__name__, error)
+        return None
+    suspended = _suspend(replay, cancel_requested)
+    if suspended is not None:
+        suspended.carried = current.message_id if current is not None else None
+    return replay.result(commands), suspended

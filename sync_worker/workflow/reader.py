@@ -29,6 +29,13 @@ from .history import (
     step_details,
     text,
 )
+from .messages import (
+    message_id,
+    note_application,
+    note_arrival,
+    note_blocking_step,
+    note_update_accepted,
+)
 from .wait_index import TimerAliases, WaitBinder, timeout_kind
 
 __all__ = ["Scanner", "collect_resolved", "collect_steps", "read_history", "read_history_scanner"]
@@ -256,9 +263,11 @@ class Scanner:
                     add_result(activity_failure(payload), "activity", position, payload, kind)
                 elif kind in ("ActivityScheduled", "ActivityStarted"):
                     add_pending("activity", position, payload, kind)
+                    note_blocking_step(index, sequence)
                 elif kind == "TimerScheduled":
                     if _timeout_kind(payload, wait_ids) is None:
                         add_pending("timer", position, payload, kind)
+                        note_blocking_step(index, sequence)
                 elif kind == "TimerFired":
                     timer_kind = _timeout_kind(payload, wait_ids)
                     if timer_kind is None:
@@ -270,6 +279,7 @@ class Scanner:
                             index.wait_resolutions[wait_id] = "timed_out"
                 elif kind in ("ChildWorkflowScheduled", "ChildRunStarted"):
                     add_pending("child workflow", position, payload, kind)
+                    note_blocking_step(index, sequence)
                 elif kind == "ChildRunCompleted":
                     value = decode_payload_value(payload.get("result", payload.get("output")), payload, codec)
                     add_result(value, "child workflow", position, payload, kind)
@@ -291,6 +301,7 @@ class Scanner:
                         fallback = len(index.result_steps) + len(index.wait_steps) + 1
                         index.wait_steps.append(step("condition wait", position, payload, kind, fallback))
                         index.waits.append(payload)
+                        note_blocking_step(index, index.wait_steps[-1].sequence)
                 elif kind in ("ConditionWaitSatisfied", "ConditionWaitTimedOut"):
                     wait_id = text(payload.get("condition_wait_id"))
                     if wait_id is not None:
@@ -298,8 +309,21 @@ class Scanner:
                         resolution = "satisfied" if kind == "ConditionWaitSatisfied" else "timed_out"
                         index.wait_resolutions[wait_id] = resolution
                 elif kind in ("SignalReceived", "UpdateApplied"):
-                    _add_receiver(index, event, position, self.bindings, wait_ids, codec, self.workflow_id,
-                                  self.run_id)
+                    receiver = _add_receiver(index, event, position, self.bindings, wait_ids, codec,
+                                             self.workflow_id, self.run_id)
+                    if receiver is not None:
+                        recorded = Receiver(receiver.history_index, receiver.result_index, receiver.kind,
+                                            receiver.name, receiver.args)
+                        if kind == "SignalReceived":
+                            recorded.message_id = message_id(payload, "signal_id")
+                            note_arrival(index, recorded)
+                        else:
+                            recorded.message_id = message_id(payload, "update_id")
+                            note_application(index, recorded.message_id, recorded)
+                elif kind == "SignalApplied":
+                    note_application(index, message_id(payload, "signal_id"))
+                elif kind in ("UpdateAccepted", "update_accepted"):
+                    note_update_accepted(index, message_id(payload, "update_id"), len(index.results), position)
             except PayloadError as error:
                 raise WorkflowPayloadDecodeError(
                     f"{kind} payload decode failed at history event {event_id(event) or position}: {error}",
@@ -310,13 +334,13 @@ class Scanner:
 def _add_receiver(
     index: HistoryIndex, event: Dict[str, Any], position: int, bindings: Mapping[int, Optional[str]],
     wait_ids: Mapping[int, str], codec: Optional[str], workflow_id: Optional[str], run_id: str,
-) -> None:
+) -> Optional[Receiver]:
     kind = event_type(event)
     payload = event_payload(event)
     receiver_kind = "signal" if kind == "SignalReceived" else "update"
     name = text(payload.get("signal_name" if receiver_kind == "signal" else "update_name"))
     if name is None:
-        return
+        return None
     if receiver_kind == "signal":
         raw = next((payload[key] for key in ("value", "input", "arguments") if payload.get(key) is not None), None)
     else:
@@ -334,4 +358,6 @@ def _add_receiver(
     else:
         sequence = sequence_of(payload)
         wait_id = wait_ids.get(sequence) if sequence is not None else None
-    index.receivers.append(Receiver(position, len(index.results), receiver_kind, name, args, wait_id))
+    receiver = Receiver(position, len(index.results), receiver_kind, name, args, wait_id)
+    index.receivers.append(receiver)
+    return receiver

@@ -51,7 +51,9 @@ from .definition import MESSAGE_STREAM_SIGNAL, validate_entrypoint, workflow_nam
 from .failures import fail_workflow_from_exception
 from .history import HistoryIndex, Receiver, RecordedStep, UnsupportedReplayHistory
 from .matching import annotate_group, check_step, first_failure, group_leaves, reshape
+from .messages import ResumeContext, current_message, update_arrival
 from .reader import read_history_scanner
+from .recorded import LIVE, RecordedWaits, UpdateCall
 from .streams import is_cursor_checkpoint
 from .waiting import Action, ConditionWaits, Stop, WaitVisit
 
@@ -82,9 +84,10 @@ _Stop = Stop
 _Action = Action
 
 
-class _Replay(ConditionWaits):
+class _Replay(ConditionWaits, RecordedWaits):
     def __init__(self, cls: type, events: List[Dict[str, Any]], start_input: List[Any], *,
-                 workflow_id: Optional[str], run_id: str, codec: Optional[str], cancel_requested: bool) -> None:
+                 workflow_id: Optional[str], run_id: str, codec: Optional[str], cancel_requested: bool,
+                 resume: Optional[ResumeContext] = None, update_call: Optional[UpdateCall] = None) -> None:
         validate_entrypoint(cls)
         self.cls = cls
         self.start_input = list(start_input)
@@ -95,7 +98,13 @@ class _Replay(ConditionWaits):
                                    start_time=start, clock_error=self.history.clock_error,
                                    cancel_requested=cancel_requested)
         self.instance = cls()
-        self.receivers: List[Receiver] = list(self.history.receivers)
+        # Recorded mode (``messages``): the server tells us what each task applied. Legacy
+        # histories keep the SDK's position and wait-binding rules (``waiting``).
+        self.recorded = resume is not None or self.history.records_applications
+        self.update_call = update_call
+        self.live_wait: Optional[Tuple[WaitCondition, int]] = None
+        self._warned_fingerprints: Dict[str, bool] = {}
+        self.receivers: List[Receiver] = self._message_queue(resume) if self.recorded else list(self.history.receivers)
         for receiver in self.receivers:
             # Checkpoints predate this run (continue-as-new): seed them before the first wait.
             if _is_stream(receiver) and is_cursor_checkpoint(receiver.args):
@@ -119,6 +128,20 @@ class _Replay(ConditionWaits):
         self.wait_visits: List[WaitVisit] = []
         self.visits_by_id: Dict[str, List[int]] = {}
         self.unrecorded_true: List[Tuple[int, WaitCondition]] = []
+
+    def _message_queue(self, resume: Optional[ResumeContext]) -> List[Receiver]:
+        """Recorded mode: the applied messages in order, then the one this task carries."""
+        queue = list(self.history.applied)
+        current = current_message(self.history, resume)
+        if current is not None:
+            queue.append(current)
+        call = self.update_call
+        if call is not None:  # (legacy mode runs it on the end state instead: ``task.apply_update``)
+            arrived = update_arrival(self.history, call.update_id)
+            if arrived is not None:
+                arrived.name, arrived.args = call.name, list(call.args)
+                queue.append(arrived)
+        return queue
 
     # -- recorded-step bookkeeping --------------------------------------------------
 
@@ -166,6 +189,14 @@ class _Replay(ConditionWaits):
                            {}) or {}
         method = registry.get(receiver.name)
         handler = getattr(self.instance, method, None) if method else None
+        call = self.update_call
+        if call is not None and receiver.kind == "update" and receiver.message_id == call.update_id:
+            if handler is None:
+                call.applied = True
+                call.error = LookupError(f"unknown update {receiver.name!r}")
+                return
+            self.call_update(handler, receiver)
+            return
         if handler is None:
             if receiver.kind == "signal":
                 return  # an unknown signal is ignored, as the contract says
@@ -178,7 +209,7 @@ class _Replay(ConditionWaits):
                 "generator value; handlers must return plain values."
             )
 
-    def apply_due(self, *, before_result: bool) -> None:
+    def apply_due_legacy(self, *, before_result: bool) -> None:
         while self.receivers:
             head = self.receivers[0]
             if head.wait_id is not None:
@@ -236,8 +267,8 @@ class _Replay(ConditionWaits):
         generator = self.generator
         while True:
             self.skip_duplicate_version_markers()
-            if not first:
-                self.apply_due(before_result=True)
+            if not first and not self.recorded:
+                self.apply_due_legacy(before_result=True)
             if self.next_unconsumed() is None:
                 # Nothing recorded is left: the code about to run executes for the first time.
                 self.go_live()
@@ -246,7 +277,10 @@ class _Replay(ConditionWaits):
             except StopIteration as stop:
                 return self.finish(stop.value)
             first = False
-            self.apply_due(before_result=False)
+            if self.recorded:
+                self.apply_before_yield()
+            else:
+                self.apply_due_legacy(before_result=False)
             mark = len(self.pending)
             outcome = self.handle(command)
             if isinstance(outcome, _Stop):
@@ -263,8 +297,11 @@ class _Replay(ConditionWaits):
                 f"unsupported_workflow_result: {self.cls.__qualname__}.run returned an async value; "
                 "use a plain result or yield durable commands."
             )
-        self.apply_due(before_result=False)
-        self.skip_trailing_reopens()
+        if self.recorded:
+            self.apply_at_step(LIVE)
+        else:
+            self.apply_due_legacy(before_result=False)
+            self.skip_trailing_reopens()
         terminal: Command = value if isinstance(value, ContinueAsNew) else CompleteWorkflow(result=value)
         step = self.next_unconsumed()
         if step is not None:
@@ -282,23 +319,33 @@ class _Replay(ConditionWaits):
         if isinstance(command, (RecordSideEffect, UpsertMemo, UpsertSearchAttributes)):
             return self.non_blocking(command)
         if isinstance(command, WaitCondition):
-            return self.wait(command)
+            return self.wait_in_order(command) if self.recorded else self.wait(command)
         if isinstance(command, (ScheduleActivity, StartTimer, StartChildWorkflow)):
             if self.cursor < len(self.history.results):
+                self.at_step(self.history.result_steps[self.cursor])
                 value = self.take_result(command)
                 return ("throw", value) if isinstance(value, (ActivityFailed, ChildWorkflowFailed)) else ("send", value)
             self.go_live()
             self.check_new(command)
-            if self.next_unconsumed() is None:
+            step = self.next_unconsumed()
+            self.at_step(step)
+            if step is None:
                 self.pending.append(command)
             # Otherwise it is already scheduled and unresolved: never issue it twice.
             return _Stop()
         raise TypeError(f"workflow yielded unsupported command: {command!r}")
 
+    def at_step(self, step: Optional[RecordedStep], last: Optional[int] = None) -> None:
+        """Recorded mode: the messages due at the step this yield consumes (None: a new command)."""
+        if self.recorded:
+            self.apply_at_step(None if step is None else (last if last is not None else step.sequence))
+
     def non_blocking(self, command: Union[RecordSideEffect, UpsertMemo, UpsertSearchAttributes]) -> _Action:
         if self.cursor < len(self.history.results):
+            self.at_step(self.history.result_steps[self.cursor])
             return ("send", self.take_result(command))
         self.go_live()
+        self.at_step(None)
         self.check_new(command)
         if isinstance(command, RecordSideEffect):
             if command.effect is not None:
@@ -321,6 +368,8 @@ class _Replay(ConditionWaits):
         annotated, shape = annotate_group(group, base)
         needed = len(annotated)
         if self.cursor + needed <= len(self.history.results):
+            members = self.history.result_steps[self.cursor:self.cursor + needed]
+            self.at_step(members[0], max(step.sequence for step in members))
             for offset, leaf in enumerate(annotated):
                 check_step(leaf, self.history.result_steps[self.cursor + offset])
             values = self.history.results[self.cursor:self.cursor + needed]
@@ -328,6 +377,7 @@ class _Replay(ConditionWaits):
             failure = first_failure(values)
             return ("throw", failure) if failure is not None else ("send", reshape(shape, values))
         self.go_live()
+        self.at_step(steps[0] if steps else None, base + needed - 1)
         for offset, leaf in enumerate(annotated):
             self.check_new(leaf, offset)
         # A partly resolved group re-emits every member with the same group metadata;
@@ -382,6 +432,7 @@ class _Replay(ConditionWaits):
         elif step is not None and step.shape == "version marker":
             if self.history.result_steps[self.cursor] is not step:
                 raise NonDeterministicReplayError(step.sequence, command.describe(), step.event_types)
+            self.at_step(step)
             check_step(command, step)
             version = self.recorded_version(step)
             self.cursor += 1
@@ -391,6 +442,7 @@ class _Replay(ConditionWaits):
         else:
             version = command.version
             self.go_live()
+            self.at_step(None)
             self.pending.append(command)
         if not command.min_supported <= version <= command.max_supported:
             raise invalid(f"Recorded version {version} for change ID {command.change_id!r} is outside the "
@@ -435,7 +487,13 @@ def replay(
     run_id: str = "",
     payload_codec: Optional[str] = "avro",
     cancel_requested: bool = False,
+    resume: Optional[ResumeContext] = None,
 ) -> ReplayResult:
-    """Replay ``cls`` over the complete history; see the module docstring."""
+    """Replay ``cls`` over the complete history; see the module docstring.
+
+    ``resume`` is the task's resume context (``messages.ResumeContext.from_task``): which
+    message the task carries. Without one, and with no application record in the history,
+    messages are placed by the legacy rules.
+    """
     return _Replay(cls, list(history_events), start_input, workflow_id=workflow_id, run_id=run_id,
-                   codec=payload_codec, cancel_requested=cancel_requested).run()
+                   codec=payload_codec, cancel_requested=cancel_requested, resume=resume).run()

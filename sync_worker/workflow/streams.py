@@ -174,7 +174,7 @@ def _sdk_predicate_shape(self: Any) -> Callable[[], Any]:
 @functools.cache
 def sdk_stream_wait_fingerprint() -> str:
     """``condition_definition_fingerprint`` of a stream wait, equal to the published SDK's."""
-    from .context import condition_fingerprint  # context imports this module
+    from .fingerprints import condition_fingerprint
 
     shape = _sdk_predicate_shape(None)
     shape.__module__ = "durable_workflow.workflow"

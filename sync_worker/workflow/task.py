@@ -36,8 +36,10 @@ from .commands import (
 from .failures import fail_update_from_exception
 from .history import event_payload, event_type
 from .incremental import SuspendedRun, resume, start
+from .messages import ResumeContext
+from .recorded import UpdateCall
 from .registry import WorkflowRegistry
-from .replayer import ReplayResult, replay
+from .replayer import ReplayResult, _Replay, replay
 
 __all__ = [
     "QueryTaskOutcome", "WorkflowTaskOutcome", "apply_update", "execute_query_task", "execute_workflow_task",
@@ -106,20 +108,15 @@ def _capability_problem(commands: List[Any]) -> Optional[RuntimeCapabilityUnsupp
 def apply_update(
     cls: type, history: List[Dict[str, Any]], start_input: List[Any], update_id: str, *,
     workflow_id: Optional[str] = None, run_id: str = "", payload_codec: Optional[str] = "avro",
+    resume: Optional[ResumeContext] = None,
 ) -> Any:
     """Replay to the current state and run the accepted update ``update_id`` (§4.9).
 
+    In recorded mode (``messages``) the handler runs where the update's record will place it
+    on every later replay: once the results recorded before it was accepted are consumed, at
+    the step the run is blocked on. Otherwise (legacy) it runs on the replayed end state.
     Returns a ``CompleteUpdate`` or ``FailUpdate``; ``NonDeterministicReplayError`` propagates.
     """
-    try:
-        state = replay(cls, history, start_input, workflow_id=workflow_id, run_id=run_id, payload_codec=payload_codec)
-    except NonDeterministicReplayError:
-        raise
-    except Exception as error:
-        return fail_update_from_exception(update_id, "workflow replay failed before update", error)
-    if state.commands and isinstance(state.commands[0], FailWorkflow):
-        return FailUpdate(update_id, f"workflow replay failed before update: {state.commands[0].message}",
-                          exception_type=state.commands[0].exception_type)
     accepted = next((event_payload(event) for event in reversed(history)
                      if event_type(event) in ("UpdateAccepted", "update_accepted")
                      and event_payload(event).get("update_id") == update_id), None)
@@ -137,17 +134,35 @@ def apply_update(
     except Exception as error:
         return fail_update_from_exception(update_id, "update argument decode failed", error)
     method = (getattr(cls, "__workflow_updates__", {}) or {}).get(name)
-    handler = getattr(state.instance, method, None) if method else None
-    if handler is None:
+    if not method:
         return FailUpdate(update_id, f"unknown update {name!r}", exception_type="UnknownUpdate")
+    call = UpdateCall(update_id, name, args)
     try:
-        result = handler(*args)
-        if inspect.isawaitable(result) or inspect.isgenerator(result):
-            getattr(result, "close", lambda: None)()
-            raise TypeError(f"update handler {name!r} must return a plain value, not an async or generator value")
-        return CompleteUpdate(update_id, result)
+        state = _Replay(cls, list(history), start_input, workflow_id=workflow_id, run_id=run_id,
+                        codec=payload_codec, cancel_requested=False, resume=resume, update_call=call).run()
+    except NonDeterministicReplayError:
+        raise
     except Exception as error:
-        return fail_update_from_exception(update_id, "update handler failed", error)
+        return fail_update_from_exception(update_id, "workflow replay failed before update", error)
+    if not call.applied:
+        if state.commands and isinstance(state.commands[0], FailWorkflow):
+            return FailUpdate(update_id, f"workflow replay failed before update: {state.commands[0].message}",
+                              exception_type=state.commands[0].exception_type)
+        handler = getattr(state.instance, method, None)
+        if handler is None:
+            return FailUpdate(update_id, f"unknown update {name!r}", exception_type="UnknownUpdate")
+        try:
+            call.result = handler(*args)
+        except Exception as error:
+            call.error = error
+    if call.error is not None:
+        return fail_update_from_exception(update_id, "update handler failed", call.error)
+    result = call.result
+    if inspect.isawaitable(result) or inspect.isgenerator(result):
+        getattr(result, "close", lambda: None)()
+        return fail_update_from_exception(update_id, "update handler failed", TypeError(
+            f"update handler {name!r} must return a plain value, not an async or generator value"))
+    return CompleteUpdate(update_id, result)
 
 
 def _prepare(registry: WorkflowRegistry, task: Dict[str, Any]) -> Any:
@@ -163,7 +178,7 @@ def _prepare(registry: WorkflowRegistry, task: Dict[str, Any]) -> Any:
             "Verify the start input bytes match the declared codec and writer schema.", error))
     cls = registry.get(workflow_type)
     if cls is None:
-        log.warning("no workflow registered for type %r; failing the task", workflow_type)
+        # (the runtime logs this once per type, naming what the worker registers)
         return WorkflowTaskOutcome([], {"message": f"no workflow registered for type {workflow_type!r}"})
     return cls, start_input, codec
 
@@ -172,7 +187,8 @@ def _update_outcome(cls: type, task: Dict[str, Any], history_events: List[Dict[s
                     start_input: List[Any], codec: str, task_queue: str) -> WorkflowTaskOutcome:
     try:
         command = apply_update(cls, history_events, start_input, update_id, workflow_id=task.get("workflow_id"),
-                               run_id=str(task.get("run_id") or ""), payload_codec=codec)
+                               run_id=str(task.get("run_id") or ""), payload_codec=codec,
+                               resume=ResumeContext.from_task(task))
         return WorkflowTaskOutcome([command.to_wire(task_queue)])
     except NonDeterministicReplayError as error:
         return WorkflowTaskOutcome([], _failure(f"workflow replay failed before update {update_id!r}: {error}",
@@ -212,7 +228,8 @@ def start_workflow_task(
     try:
         result, state = start(cls, history_events, start_input, workflow_id=task.get("workflow_id"),
                               run_id=str(task.get("run_id") or ""), payload_codec=codec,
-                              cancel_requested=task.get("cancel_requested") is True)
+                              cancel_requested=task.get("cancel_requested") is True,
+                              resume=ResumeContext.from_task(task))
     except Exception as error:
         log.warning("workflow task %s replay failed: %s", task.get("task_id"), error)
         reason = error.reason if isinstance(error, WorkflowEntryArgumentsMismatchError) else None
@@ -231,7 +248,8 @@ def resume_workflow_task(
     """
     if _update_id(task) is not None or registry.get(str(task.get("workflow_type") or "")) is not state.workflow_class:
         return None
-    resumed = resume(state, new_events, cancel_requested=task.get("cancel_requested") is True)
+    resumed = resume(state, new_events, cancel_requested=task.get("cancel_requested") is True,
+                     context=ResumeContext.from_task(task))
     if resumed is None:
         return None
     outcome = _result_outcome(resumed[0], task_queue)
@@ -252,7 +270,8 @@ def execute_workflow_task(
     try:
         result: ReplayResult = replay(cls, history_events, start_input, workflow_id=task.get("workflow_id"),
                                       run_id=str(task.get("run_id") or ""), payload_codec=codec,
-                                      cancel_requested=task.get("cancel_requested") is True)
+                                      cancel_requested=task.get("cancel_requested") is True,
+                                      resume=ResumeContext.from_task(task))
     except Exception as error:
         log.warning("workflow task %s replay failed: %s", task.get("task_id"), error)
         reason = error.reason if isinstance(error, WorkflowEntryArgumentsMismatchError) else None

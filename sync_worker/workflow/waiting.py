@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple, Union
 from ..errors import NonDeterministicReplayError
 from .commands import Command, WaitCondition
 from .failures import fail_workflow_from_exception
+from .fingerprints import note_fingerprint
 from .history import HistoryIndex, Receiver, RecordedStep
 from .matching import check_step
 
@@ -82,6 +83,7 @@ class ConditionWaits:
     wait_visits: List[WaitVisit]
     visits_by_id: Dict[str, List[int]]
     unrecorded_true: List[Tuple[int, WaitCondition]]
+    _warned_fingerprints: Dict[str, bool]
 
     def go_live(self) -> None:
         raise NotImplementedError
@@ -100,11 +102,8 @@ class ConditionWaits:
             return NonDeterministicReplayError(step.sequence, "condition wait", step.event_types, detail=(
                 f"condition_key_changed: {identity} wait_condition key changed during replay: history has "
                 f"{key!r}, workflow yielded {command.condition_key!r}"))
-        fingerprint = opened.get("condition_definition_fingerprint")
-        if isinstance(fingerprint, str) and fingerprint != command.condition_definition_fingerprint:
-            return NonDeterministicReplayError(step.sequence, "condition wait", step.event_types, detail=(
-                f"condition_fingerprint_changed: {identity} wait_condition predicate fingerprint changed during "
-                f"replay: history has {fingerprint!r}, workflow yielded {command.condition_definition_fingerprint!r}"))
+        # A different fingerprint is not an error (``fingerprints``): it is logged where the
+        # wait is consumed, and only equal fingerprints make two opens the same logical wait.
         return None
 
     def same_wait(self, position: int, command: WaitCondition) -> bool:
@@ -162,6 +161,7 @@ class ConditionWaits:
             mismatch = self.wait_mismatch(opened, step, command)
             if mismatch is not None:
                 raise mismatch
+            note_fingerprint(self._warned_fingerprints, opened, step.sequence, command)
             raw_id = opened.get("condition_wait_id")
             wait_id = raw_id if isinstance(raw_id, str) else None
             resolution = history.wait_resolutions.get(wait_id) if wait_id is not None else None
