@@ -48,6 +48,7 @@ from .interception import chain
 from .outcomes import OutcomeAbandoned, deliver, lease_deadline
 from .results import not_encodable, not_encodable_failure
 from .tasklog import format_raised, format_received, format_succeeded, task_logger
+from .unknown_types import warn_unknown_type
 
 __all__ = ["activity_map", "exception_class_name", "failure_from_exception", "run_activity_task"]
 
@@ -165,6 +166,7 @@ def run_activity_task(
     fn = activities.get(activity_type)
     if fn is None:
         # Retryable on purpose: another worker of this queue may know the type.
+        warn_unknown_type(activities, "activity", activity_type, list(activities))
         report_failure({"message": f"no activity registered for {activity_type!r}"}, "unknown type")
         return "no_handler"
 

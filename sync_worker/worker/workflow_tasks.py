@@ -22,6 +22,7 @@ from .interception import chain
 from .outcomes import OutcomeAbandoned, deliver, lease_deadline
 from .sticky import CachedRun, StickyWorkflowCache, run_sticky_task
 from .task_failures import note_task_failure
+from .unknown_types import warn_unknown_type
 
 __all__ = [
     "FENCING_REASONS",
@@ -86,7 +87,18 @@ def load_history(client: Any, task: Mapping[str, Any], worker_id: str, cancel: A
         )
         events.extend(page.get("history_events") or [])
         token = page.get("next_history_page_token")
-    return events
+    return _as_leased(task, events)
+
+
+def _as_leased(task: Mapping[str, Any], events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The history as it stood when the task was leased: later pages may already hold events
+    recorded since (a signal accepted while this task runs belongs to a later task)."""
+    total = task.get("total_history_events")
+    if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
+        return events
+    if not all(isinstance(event.get("sequence"), int) for event in events):
+        return events
+    return [event for event in events if event["sequence"] <= total]
 
 
 def _attempt(task: Mapping[str, Any]) -> int:
@@ -129,6 +141,8 @@ def run_workflow_task(
     deadline = lease_deadline(task)
     run_id = str(task.get("run_id") or task.get("workflow_id") or task_id)
     workflow_type = str(task.get("workflow_type") or "?")
+    if executor is None and hasattr(registry, "names") and registry.get(workflow_type) is None:
+        warn_unknown_type(registry, "workflow", workflow_type, registry.names())
 
     def fail(failure: Dict[str, Any], *, benign: bool = False) -> bool:
         if not benign:
