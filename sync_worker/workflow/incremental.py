@@ -67,8 +67,9 @@ from .history import (
     sequence_of,
 )
 from .matching import check_step
-from .messages import ResumeContext, current_message
+from .messages import ResumeContext, current_message, message_id
 from .reader import _validate_codecs, collect_resolved, collect_steps, reorder_parallel_groups
+from .recorded import LIVE
 from .replayer import ReplayResult, _is_stream, _Replay, _Stop, _suffix_minima
 from .streams import is_cursor_checkpoint
 
@@ -102,8 +103,6 @@ class SuspendedRun:
         self.workflow_class = replay.cls
         #: recorded mode: the message the last task carried (its record must come next)
         self.carried: Optional[str] = None
-        #: recorded mode: the step the run was blocked on when it was suspended
-        self.blocked_sequence = replay.history.blocked_sequence
 
     @property
     def event_count(self) -> int:
@@ -288,6 +287,9 @@ def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *, cancel_reques
         return None
     if replay.recorded or context is not None:
         return resume_recorded(run, new_events, cancel_requested, context)
+    if any(event_type(event) == "SignalApplied" and message_id(event_payload(event), "signal_id")
+           for event in new_events):
+        return None  # the first application record: a cold replay now places messages by the records
     blocked = replay.blocked
     issued = replay.pending[:replay.blocked_mark]
     # A wait that ended the task by re-opening a recorded open is decided again from there.
@@ -298,6 +300,12 @@ def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *, cancel_reques
         old_waits = len(replay.history.waits)
         new_receivers = _extend(replay, new_events)
         if new_receivers is None:
+            return None
+        # A new receiver placed by its position is applied, cold, at the first yield after its
+        # results: that must be the suspended yield itself (legacy rules).
+        if any(receiver.wait_id is None and (receiver.result_index < replay.cursor or (
+                receiver.result_index == replay.cursor and replay.yields_since_result != 1))
+               for receiver in new_receivers):
             return None
         touched = _touched_waits(replay, new_events, new_receivers)
         if rewaiting:
@@ -361,7 +369,14 @@ def resume_recorded(run: SuspendedRun, new_events: List[Dict[str, Any]], cancel_
         current = current_message(replay.history, context)
         if current is not None:
             added.append(current)
-        if any(receiver.due_sequence < run.blocked_sequence for receiver in added):
+        # Each new message must be due at the suspended yield or later: the recorded step that
+        # yield consumes (the open a live wait stopped at), or past every recorded step.
+        if replay.live_wait is not None:
+            here: float = replay.history.wait_steps[replay.live_wait[1]].sequence
+        else:
+            step = replay.next_unconsumed()
+            here = step.sequence if step is not None else LIVE
+        if any(receiver.due_sequence < here for receiver in added):
             return None
         replay.receivers.extend(added)
         if not _consume_issued(replay, issued) or not _quiet_boundary(replay):

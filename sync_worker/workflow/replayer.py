@@ -105,6 +105,9 @@ class _Replay(ConditionWaits, RecordedWaits):
         self.live_wait: Optional[Tuple[WaitCondition, int]] = None
         self._warned_fingerprints: Dict[str, bool] = {}
         self.receivers: List[Receiver] = self._message_queue(resume) if self.recorded else list(self.history.receivers)
+        #: yields since the result cursor last moved (1: the current yield is the first after it)
+        self.yields_since_result = 0
+        self._last_cursor = 0
         for receiver in self.receivers:
             # Checkpoints predate this run (continue-as-new): seed them before the first wait.
             if _is_stream(receiver) and is_cursor_checkpoint(receiver.args):
@@ -277,6 +280,9 @@ class _Replay(ConditionWaits, RecordedWaits):
             except StopIteration as stop:
                 return self.finish(stop.value)
             first = False
+            if self.cursor != self._last_cursor:
+                self._last_cursor, self.yields_since_result = self.cursor, 0
+            self.yields_since_result += 1
             if self.recorded:
                 self.apply_before_yield()
             else:

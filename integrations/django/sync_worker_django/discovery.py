@@ -97,6 +97,9 @@ def _import_if_present(app_module: ModuleType, app_name: str, submodule: str) ->
     return importlib.import_module(f"{app_name}.{submodule}")
 
 
+_OWN_APP = "sync_worker_django"
+
+
 def autodiscover(module_names: Sequence[str] = ("workflows", "activities", "tasks")) -> Discovered:
     """Import ``module_names`` of every installed app (in ``INSTALLED_APPS`` order) and collect them.
 
@@ -107,6 +110,8 @@ def autodiscover(module_names: Sequence[str] = ("workflows", "activities", "task
 
     imported: List[ModuleType] = []
     for config in apps.get_app_configs():
+        if config.name == _OWN_APP:
+            continue  # its ``tasks`` is the django.tasks backend (needs the framework), not user code
         for submodule in module_names:
             module = _import_if_present(config.module, config.name, submodule)
             if module is not None:

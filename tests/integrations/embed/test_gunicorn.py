@@ -182,7 +182,7 @@ def test_max_requests_recycling_loses_no_run_and_leaves_no_duplicate_registratio
             while booted() - 2 < recycles_wanted:
                 assert time.monotonic() < deadline, f"only {booted() - 2} recycles\n{server.log()[-4000:]}"
                 handles.append(client.start_workflow("embed.flow", f"mr{len(handles)}", 0.3, task_queue=queue))
-                answers = list(pool.map(lambda _: server.get("/", timeout=30), range(20)))
+                answers = list(pool.map(lambda _: _get_across_a_recycle(server), range(20)))
                 assert all(status == 200 for status, _ in answers)
                 served += len(answers)
         results = [h.result(timeout=60) for h in handles]
@@ -196,6 +196,16 @@ def test_max_requests_recycling_loses_no_run_and_leaves_no_duplicate_registratio
         stale = [w for w in rows if w["status"] != "deregistered" and w["status"] != "active"]
         assert not stale, stale
         assert len(rows) >= recycles_wanted + 2 and served >= 50 * recycles_wanted
+
+
+def _get_across_a_recycle(server: Any) -> Any:
+    """``GET /``, once more if gunicorn itself reset it: a gthread worker that reaches
+    ``--max-requests`` can still accept a connection it then drops (benoitc/gunicorn#3038, open).
+    The embedded workers are what this test is about, not that web request."""
+    try:
+        return server.get("/", timeout=30)
+    except ConnectionResetError:
+        return server.get("/", timeout=30)
 
 
 def test_one_per_host_runs_the_workers_in_one_process_and_fails_over(devserver: Any, client: Any, queue: str,
