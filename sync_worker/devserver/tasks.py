@@ -7,9 +7,9 @@ failure, lease expiry or worker deregistration bumps ``attempt``, which fences s
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
-from . import commands, sticky
+from . import commands, routing, sticky
 from .engine import Engine
 from .store import Row
 from .util import TERMINAL_STATUSES, ApiError, iso, now, page_token, parse_page_token
@@ -18,13 +18,17 @@ WAITING_TYPE = "WorkflowTaskWaitingForHistory"
 _WAITING_MESSAGE = "workflow task waiting for scheduled history"
 
 
-def claim(engine: Engine, namespace: str, queue: str, worker_id: str, page_size: int) -> Optional[Dict[str, Any]]:
+def claim(engine: Engine, namespace: str, queue: str, worker_id: str, page_size: int,
+          workflow_types: Optional[Sequence[str]] = None) -> Optional[Dict[str, Any]]:
+    """Lease the oldest ready task on ``queue`` of a workflow type the worker registered (``None``: any).
+
+    Routing by type as the server's ``WorkflowTaskPoller`` does (see ``routing``).
+    """
     while True:
-        found = engine.store.select("wf_tasks", "namespace = ? AND task_queue = ? AND state = 'ready'",
-                                    (namespace, queue), order="due_at", limit=1)
-        if not found:
+        task = routing.first_ready(engine, "wf_tasks", "namespace = ? AND task_queue = ? AND state = 'ready'",
+                                   (namespace, queue), "due_at", "workflow_type", workflow_types)
+        if task is None:
             return None
-        task = found[0]
         run = engine.get_run(task["run_id"])
         if run is not None and run["status"] not in TERMINAL_STATUSES:
             break
