@@ -181,6 +181,7 @@ class Engine:
         self.append(run, "WorkflowStarted", started)
         if kind == "workflow":
             self.wake(run)
+            run["first_task_id"] = run["task_id"]  # its poll says resume_source_kind "workflow_start"
         self.save_run(run)
         return run
 

@@ -127,7 +127,7 @@ def test_update_tasks_are_routed_by_the_run_type(raw: Raw) -> None:
     raw.ok("POST", "/workflows/wf-b/update/set", {"input": envelope([1]), "wait_for": "accepted"})
     assert _poll(raw, "w-orders", timeout=1)["task"] is None
     task = _poll(raw, "w-billing")["task"]
-    assert task["workflow_update_id"]
+    assert task["workflow_update_id"] and task["resume_source_kind"] == "workflow_update"
 
 
 def test_query_tasks_are_routed_by_the_run_type(raw: Raw) -> None:
