@@ -16,7 +16,8 @@ signals or pending updates, it takes exactly one, the earliest by message sequen
 waits behind every earlier accepted signal, as ``UpdateCommandGate::blockingSignal`` holds it);
 otherwise it is a plain task. The choice is stored on the task, so a repeated poll renders the
 same task and a retried attempt (failure, lease expiry, deregistration) offers the same earliest
-message again: a message leaves the run only when a completed task applied it.
+message again: a message leaves the run only when a task applied it (a completed signal or
+update task, or a signal task the worker released as waiting for history, ``resume``).
 """
 
 from __future__ import annotations
@@ -115,12 +116,12 @@ def resume_context(task: Row, run: Row) -> Dict[str, Any]:
 
 
 def park(run: Row) -> None:
-    """A message task was released with nothing to record: the run could not take its message yet.
+    """An update task was released with nothing to record (a worker always answers an update task
+    with its outcome, so this is a worker that could not run it yet).
 
-    The message stays unapplied and is offered again by the run's next task, which the next
-    wake-up creates (the activity, timer or child the run is blocked on resolving, another
-    message, a cancellation). Re-offering it at once would spin a task per round trip while the
-    run stays blocked.
+    The update stays pending and is offered again by the run's next task, which the next wake-up
+    creates (an activity, timer or child resolving, another message, a cancellation).
+    Re-offering it at once would spin a task per round trip.
     """
     run["messages_parked"] = True
 

@@ -87,6 +87,24 @@ def record_before_commands(engine: Engine, run: Row, task: Row, commands: List[D
     return commands
 
 
+def record_release(engine: Engine, run: Row, task: Row) -> None:
+    """A task released with ``WorkflowTaskWaitingForHistory``: a signal task's signal is applied.
+
+    The worker acknowledged the signal and had nothing to record yet (the run is blocked on an
+    activity, timer or child). The newer PHP server answers such an acknowledgment with
+    ``outcome: "waiting_for_history"``, marks the signal applied (``SignalApplied`` recorded) and
+    creates the next message task at once (its feature test
+    ``test_waiting_for_history_acknowledgments_advance_declared_signals_then_an_update``); the
+    engine's ``DefaultWorkflowTaskBridge::complete`` likewise accepts an empty completion for a
+    signal-resume task only. So the signal does not block the messages behind it (an update would
+    otherwise wait for the activity). The open condition wait, if any, stays open: the worker
+    did not say the run moved on. An update task's update stays pending (``messages.park``).
+    """
+    message = messages.carried(task)
+    if message is not None and message["kind"] == "signal":
+        _apply_signal(engine, run, message, record_cursor=messages.signal_cursor_recorded(engine, run, task))
+
+
 def _record_stream_cursors(engine: Engine, run: Row, body: Dict[str, Any], *, record: bool) -> None:
     """Keep the completion's message-stream cursors; record ``MessageCursorAdvanced{stream_name,
     through_position}`` only where the instance cursor does not already record the deliveries.

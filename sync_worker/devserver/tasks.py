@@ -115,9 +115,9 @@ def _finish(engine: Engine, task: Row, run: Row, *, released: bool = False) -> N
     """The lease ended without a retry: free the run and give it its next task if it has work.
 
     The next task comes at once when something woke the run during the lease (the dirty flag)
-    or when messages remain after a completion (one message per task: the engine's
-    ``markRunWaiting`` creates the next message task, ``PendingMessageTask::createForRun``). A
-    released message task (the worker had nothing to record) parks the run's messages until
+    or when messages remain (one message per task: the engine's ``markRunWaiting`` creates the
+    next message task, ``PendingMessageTask::createForRun``; a released signal task applied its
+    signal, ``resume.record_release``). A released update task parks the run's messages until
     its next wake-up instead (``messages.park``).
     """
     task["state"] = "done"
@@ -126,7 +126,8 @@ def _finish(engine: Engine, task: Row, run: Row, *, released: bool = False) -> N
     if run.get("task_id") == task["task_id"]:
         run["task_id"] = None
         if run["status"] not in TERMINAL_STATUSES:
-            parked = released and messages.carried(task) is not None
+            message = messages.carried(task)
+            parked = released and message is not None and message["kind"] == "update"
             if parked:
                 messages.park(run)
             if run.get("dirty") or (not parked and messages.has_messages(run)):
@@ -169,6 +170,7 @@ def fail(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> 
     receipt: Dict[str, Any] = {"task_id": task_id, "workflow_task_attempt": task["attempt"]}
     if kind == WAITING_TYPE or message.lower().startswith(_WAITING_MESSAGE):
         _store(engine, namespace, task, "fail", {**receipt, "outcome": "released"})
+        resume.record_release(engine, run, task)
         _finish(engine, task, run, released=True)
         return {**receipt, "outcome": "released", "run_status": run["status"]}
     _store(engine, namespace, task, "fail", {**receipt, "outcome": "failed"})

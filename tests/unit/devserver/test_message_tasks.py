@@ -4,8 +4,9 @@ The engine's ``PendingMessageTask::createForRun`` / ``WorkflowTaskPayload::forSi
 ``forUpdate``: a claimed task takes the run's earliest unapplied signal or pending update (an
 update waits behind every earlier signal), the poll says which (the PHP server's
 ``workflowTaskResumeContext``), the next message gets the next task; update tasks complete with
-exactly their one update outcome (the Rust port's ``update_task_mismatch``). A failed, released,
-expired or recovered signal task leaves its signal unapplied and it is offered again.
+exactly their one update outcome (the Rust port's ``update_task_mismatch``). A failed, expired or
+recovered signal task leaves its signal unapplied and it is offered again; one the worker released
+as waiting for history applied it (the PHP server's acknowledgment).
 """
 
 from __future__ import annotations
@@ -172,22 +173,43 @@ def test_a_task_without_an_update_refuses_an_update_outcome(raw: Raw) -> None:
     assert raw.types("wf-x")[-1] == "SignalReceived"
 
 
-def test_a_released_signal_task_keeps_its_signal_for_the_next_wake(raw: Raw) -> None:
+WAITING = {"message": "Workflow task waiting for scheduled history.", "type": "WorkflowTaskWaitingForHistory"}
+
+
+def test_released_signal_tasks_apply_their_signal_and_the_next_message_follows(raw: Raw) -> None:
+    """As the PHP server's ``test_waiting_for_history_acknowledgments_advance_declared_signals_then_an_update``:
+    the run waits on a timer; each signal task the worker releases as waiting for history applies
+    its signal, and the next message (a signal, then an update) gets its task at once."""
     raw.start("wf-r")
-    first = raw.poll()
-    ok(raw, first, [{"type": "start_timer", "delay_seconds": 1}])
-    sent = signal(raw, "wf-r", "late")
-    task = raw.poll()
-    assert task["workflow_signal_id"] == sent["signal_id"]
-    released = raw.fail(task, {"message": "Workflow task waiting for scheduled history.",
-                               "type": "WorkflowTaskWaitingForHistory"})
-    assert released.json()["outcome"] == "released"
-    assert "SignalApplied" not in raw.types("wf-r")
-    assert raw.poll(timeout=0) is None  # not offered again at once: the run is blocked on its timer
-    again = raw.poll(timeout=5)  # the timer fires: the run's next task carries the signal
-    assert again["workflow_signal_id"] == sent["signal_id"] and "TimerFired" in raw.types("wf-r")
-    ok(raw, again, [{"type": "complete_workflow", "result": envelope("done")}])
-    assert [p["signal_id"] for p in payloads(raw, "wf-r", "SignalApplied")] == [sent["signal_id"]]
+    ok(raw, raw.poll(), [{"type": "start_timer", "delay_seconds": 300}])
+    sent = [signal(raw, "wf-r", n)["signal_id"] for n in (3, 5)]
+    for signal_id in sent:
+        task = raw.poll(timeout=0)
+        assert (task["resume_source_kind"], task["workflow_signal_id"]) == ("workflow_signal", signal_id)
+        assert raw.fail(task, WAITING).json()["outcome"] == "released"
+    accepted = update(raw, "wf-r", 13)
+    task = raw.poll(timeout=0)
+    assert task["workflow_update_id"] == accepted["update_id"]
+    ok(raw, task, complete_update(task))
+    assert [p["signal_id"] for p in payloads(raw, "wf-r", "SignalApplied")] == sent
+    assert raw.types("wf-r")[2:] == [
+        "TimerScheduled", "SignalReceived", "SignalReceived", "MessageCursorAdvanced", "SignalApplied",
+        "MessageCursorAdvanced", "SignalApplied", "UpdateAccepted", "UpdateApplied", "UpdateCompleted",
+        "MessageCursorAdvanced"]
+    assert raw.poll(timeout=0) is None  # nothing else to do until the timer fires
+
+
+def test_a_released_update_task_keeps_its_update_for_the_next_wake(raw: Raw) -> None:
+    raw.start("wf-ru")
+    ok(raw, raw.poll(), [{"type": "start_timer", "delay_seconds": 1}])
+    accepted = update(raw, "wf-ru", 1)
+    task = raw.poll(timeout=0)
+    assert raw.fail(task, WAITING).json()["outcome"] == "released"
+    assert raw.poll(timeout=0) is None  # not handed out again and again while the run is blocked
+    again = raw.poll(timeout=5)  # the timer fires: the run's next task carries the update
+    assert again["workflow_update_id"] == accepted["update_id"] and "TimerFired" in raw.types("wf-ru")
+    ok(raw, again, complete_update(again))
+    assert raw.types("wf-ru").count("UpdateApplied") == 1
 
 
 def test_a_failed_signal_task_offers_the_same_signal_on_its_next_attempt(raw: Raw) -> None:
