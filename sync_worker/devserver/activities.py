@@ -7,8 +7,9 @@ fencing on both, plus ``lease_owner``.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
+from . import routing
 from .engine import Engine
 from .lifecycle import close_run
 from .payload_checks import check_payload
@@ -77,13 +78,17 @@ def describe_task(act: Row) -> Dict[str, Any]:
     }
 
 
-def claim(engine: Engine, namespace: str, queue: str, worker_id: str) -> Optional[Row]:
-    """Lease the oldest ready activity on ``queue`` (caller holds a transaction)."""
-    found = engine.store.select("activities", "namespace = ? AND task_queue = ? AND state = 'ready'",
-                                (namespace, queue), order="execution_id", limit=1)
-    if not found:
+def claim(engine: Engine, namespace: str, queue: str, worker_id: str,
+          activity_types: Optional[Sequence[str]] = None) -> Optional[Row]:
+    """Lease the oldest ready activity on ``queue`` whose type the worker registered (``None``: any).
+
+    The caller holds a transaction. Routing by type as the engine's ``DefaultActivityTaskBridge::poll``
+    (see ``routing``).
+    """
+    act = routing.first_ready(engine, "activities", "namespace = ? AND task_queue = ? AND state = 'ready'",
+                              (namespace, queue), "execution_id", "activity_type", activity_types)
+    if act is None:
         return None
-    act = found[0]
     ts = now()
     t = act["timeouts"] or {}
     act.update({"state": "leased", "attempt_number": act["attempt_number"] + 1, "attempt_id": new_id("attempt"),

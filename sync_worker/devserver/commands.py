@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from . import activities, memo, messages, validation
+from . import activities, memo, resume, validation
 from .engine import Engine
 from .lifecycle import close_run
 from .payload_checks import check_payload
@@ -95,65 +95,15 @@ def validate(commands: Any) -> List[Dict[str, Any]]:
 
 
 def apply(engine: Engine, run: Row, task: Row, commands: List[Dict[str, Any]], body: Dict[str, Any]) -> None:
-    """Record the completion's events in order and start the work the commands ask for."""
-    if not task.get("workflow_update_id"):
-        _record_preamble(engine, run, task, commands, body)
-    for cmd in commands:
+    """Record the completion's events in order and start the work the commands ask for.
+
+    What the task's message or the open wait records comes first (``resume``).
+    """
+    for cmd in resume.record_before_commands(engine, run, task, commands, body):
         if run["status"] in ("completed", "failed", "cancelled", "terminated", "continued"):
             break  # nothing after a terminal command counts
         handler = _HANDLERS[cmd["type"]]
         handler(engine, run, cmd)
-
-
-def _record_preamble(engine: Engine, run: Row, task: Row, commands: List[Dict[str, Any]],
-                     body: Dict[str, Any]) -> None:
-    cursors = body.get("message_stream_cursors")
-    if isinstance(cursors, list):
-        known = run.setdefault("stream_cursors", {})
-        for cursor in cursors:
-            if not isinstance(cursor, dict) or not isinstance(cursor.get("stream_name"), str):
-                continue
-            name, position = cursor["stream_name"], cursor.get("through_position")
-            if isinstance(position, int) and position > int(known.get(name, 0)):
-                known[name] = position
-                engine.append(run, "MessageCursorAdvanced", {"stream_name": name, "through_position": position})
-    applied = set()
-    for signal in task.get("signals_to_apply") or []:
-        applied.add(signal["signal_id"])
-        messages.advance_cursor(engine, run, signal.get("message_sequence"))
-        engine.append(run, "SignalApplied", {
-            "signal_id": signal["signal_id"], "workflow_signal_id": signal["signal_id"],
-            "signal_name": signal["signal_name"], "workflow_instance_id": run["workflow_id"],
-            "workflow_run_id": run["run_id"]})
-    if applied:
-        run["unapplied_signals"] = [s for s in run["unapplied_signals"] if s["signal_id"] not in applied]
-    wait = run.get("open_wait")
-    if wait:
-        reopen = next((c for c in commands if c.get("type") == "open_condition_wait"), None)
-        same_wait = reopen is not None and reopen.get("condition_key") == wait.get("condition_key") and \
-            reopen.get("condition_definition_fingerprint") == wait.get("condition_definition_fingerprint")
-        if same_wait:
-            _cancel_wait_timer(engine, wait)  # a re-open of the same wait: the new open arms its own timeout
-        else:
-            last = (task.get("signals_to_apply") or [None])[-1]
-            engine.append(run, "ConditionWaitSatisfied", {
-                "condition_wait_id": wait["condition_wait_id"], "sequence": wait["sequence"],
-                "condition_key": wait.get("condition_key"),
-                "condition_definition_fingerprint": wait.get("condition_definition_fingerprint"),
-                "timeout_seconds": wait.get("timeout_seconds"), "timer_id": wait.get("timer_id"),
-                "workflow_signal_id": last["signal_id"] if last else None,
-                "signal_name": last["signal_name"] if last else None})
-            _cancel_wait_timer(engine, wait)
-        run["open_wait"] = None
-
-
-def _cancel_wait_timer(engine: Engine, wait: Dict[str, Any]) -> None:
-    timer_id = wait.get("timer_id")
-    if timer_id:
-        timer = engine.store.get("timers", timer_id)
-        if timer is not None and timer["state"] == "pending":
-            timer["state"] = "cancelled"
-            engine.store.put("timers", timer)
 
 
 def _next_seq(run: Row) -> int:

@@ -163,7 +163,7 @@ def signal(engine: Engine, namespace: str, workflow_id: str, run_id: Optional[st
     if arguments is not None:
         payload["arguments"] = arguments
     engine.append(run, "SignalReceived", payload)
-    run["unapplied_signals"].append({"signal_id": signal_id, "signal_name": name,
+    run["unapplied_signals"].append({"signal_id": signal_id, "signal_name": name, "workflow_command_id": signal_id,
                                      "message_sequence": messages.reserve_sequence(engine, run)})
     engine.wake(run)
     engine.save_run(run)

@@ -181,6 +181,7 @@ class Engine:
         self.append(run, "WorkflowStarted", started)
         if kind == "workflow":
             self.wake(run)
+            run["first_task_id"] = run["task_id"]  # its poll says resume_source_kind "workflow_start"
         self.save_run(run)
         return run
 
@@ -213,8 +214,8 @@ class Engine:
                 return
         ts = now()
         task = {"task_id": new_id("wft"), "namespace": run["namespace"], "task_queue": run["task_queue"],
-                "run_id": run["run_id"], "state": "ready", "due_at": ts, "attempt": 1,
-                "lease_owner": None, "lease_expires_at": None, "poll_request_id": None, "created_at": ts}
+                "run_id": run["run_id"], "workflow_type": run["workflow_type"], "state": "ready", "due_at": ts,
+                "attempt": 1, "lease_owner": None, "lease_expires_at": None, "poll_request_id": None, "created_at": ts}
         self.store.put("wf_tasks", task)
         run["task_id"] = task["task_id"]
         run["dirty"] = False

@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any, Dict, List, Optional
 
 from ..payloads import FINGERPRINT_HEX
+from . import messages
 from .engine import Engine
 from .store import Row
 from .util import TERMINAL_STATUSES, ApiError, iso, new_id, now
@@ -135,8 +136,7 @@ def repair(engine: Engine, namespace: str, workflow_id: str) -> Dict[str, Any]:
     task = engine.store.get("wf_tasks", run["task_id"]) if run.get("task_id") else None
     outstanding = task is not None and task["state"] in ("ready", "delayed", "leased")
     # stranded: nothing will hand the run a task although it has work (never started, or messages waiting)
-    needs_task = run["status"] == "pending" or bool(run.get("unapplied_signals")) or \
-        bool(run.get("pending_updates")) or bool(run.get("dirty"))
+    needs_task = messages.needs_task(run)
     repaired = not outstanding and needs_task and run.get("kind") == "workflow"
     if repaired:
         engine.wake(run)

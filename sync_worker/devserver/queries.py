@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any, Deque, Dict, Optional, Tuple
+from typing import Any, Deque, Dict, Optional, Sequence, Tuple
 
 from .engine import Engine
 from .store import Row
@@ -20,6 +20,7 @@ class _QueryTask:
         self.namespace = namespace
         self.run_id = run["run_id"]
         self.queue = run["task_queue"]
+        self.workflow_type = str(run["workflow_type"])
         self.name = name
         self.arguments = arguments
         self.deadline = deadline  # wall clock: lease_expires_at for the worker
@@ -66,13 +67,24 @@ class QueryBroker:
             raise ApiError(404, "rejected_unknown_query", message, **extra)
         raise ApiError(409, reason if reason in _KNOWN_409 else "query_rejected", message, **extra)
 
-    def claim(self, namespace: str, queue: str, worker_id: str) -> Optional[Dict[str, Any]]:
-        """Lease the next live query on ``queue`` (caller holds the engine lock)."""
+    def claim(self, namespace: str, queue: str, worker_id: str,
+              workflow_types: Optional[Sequence[str]] = None) -> Optional[Dict[str, Any]]:
+        """Lease the next live query on ``queue`` of a workflow type the worker registered (``None``: any).
+
+        The caller holds the engine lock. Queries of other types stay queued, in order, for a
+        worker that runs them (routed like workflow tasks, see ``routing``).
+        """
         pending = self._queued.get((namespace, queue))
-        while pending:
-            task = pending.popleft()
-            if task.done.is_set() or task.deadline <= now() + 0.2:
+        if not pending:
+            return None
+        allowed = None if workflow_types is None else set(workflow_types)
+        ts = now()
+        for stale in [t for t in pending if t.done.is_set() or t.deadline <= ts + 0.2]:
+            pending.remove(stale)
+        for task in list(pending):
+            if allowed is not None and task.workflow_type not in allowed:
                 continue
+            pending.remove(task)
             run = self.engine.get_run(task.run_id)
             if run is None:
                 continue

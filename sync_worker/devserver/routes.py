@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Pattern, Tuple
 
-from . import activities, control, operator_routes, streams, tasks, updates, workers
+from . import activities, control, operator_routes, routing, streams, tasks, updates, workers
 from .discovery import WORKER_PROTOCOL_VERSION, cluster_info, server_capabilities
 from .engine import Engine
 from .queries import QueryBroker
@@ -51,7 +51,8 @@ class Routes:
         return None, {}, path_known
 
     # -- long polls --------------------------------------------------------------------------
-    def long_poll(self, req: Request, kind: str, claim: Callable[[str, str, int], Optional[Dict[str, Any]]],
+    def long_poll(self, req: Request, kind: str,
+                  claim: Callable[[str, str, int, Optional[List[str]]], Optional[Dict[str, Any]]],
                   replay: Optional[Callable[[Dict[str, Any], str], Optional[Dict[str, Any]]]] = None
                   ) -> Dict[str, Any]:
         engine = self.engine
@@ -85,12 +86,17 @@ class Routes:
                             again = replay(stored, worker_id) if stored is not None else None
                             if again is not None:
                                 return {"task": again, **envelope, "server_time": iso(now())}
-                    else:  # after a wait the worker may have deregistered
-                        leasable = workers.may_lease(engine, req.namespace, worker_id)
+                    else:  # after a wait the worker may have deregistered (or registered again)
+                        worker = workers.lookup(engine, req.namespace, worker_id)
+                        leasable = worker is None or worker["status"] == "active"
                     first = False
                     if not req.client_connected() or not leasable:
                         return {"task": None, "poll_status": "abandoned", **envelope}
-                    task = claim(queue, worker_id, page_size)
+                    types = routing.types_for(worker, kind)
+                    refusal = routing.poll_refusal(kind, types)
+                    if refusal is not None:
+                        return {**refusal, **envelope, "server_time": iso(now())}
+                    task = claim(queue, worker_id, page_size, types)
                     if task is not None and isinstance(poll_id, str) and replay is not None:
                         engine.store.put("kv", {"key": f"{req.namespace}\0poll\0{kind}\0{poll_id}",
                                                 "namespace": req.namespace, "kind": "poll", "ref": task["task_id"],
@@ -151,7 +157,7 @@ def _poll_workflow(r: Routes, req: Request) -> Tuple[int, Any]:
         return again if again is not None and again["lease_owner"] == worker_id else None
 
     return 200, r.long_poll(req, "workflow",
-                            lambda q, w, p: tasks.claim(r.engine, req.namespace, q, w, p), replay)
+                            lambda q, w, p, types: tasks.claim(r.engine, req.namespace, q, w, p, types), replay)
 
 
 def _poll_activity(r: Routes, req: Request) -> Tuple[int, Any]:
@@ -159,15 +165,15 @@ def _poll_activity(r: Routes, req: Request) -> Tuple[int, Any]:
         found = r.engine.store.select("activities", "task_id = ? AND state = 'leased'", (stored["ref"],), limit=1)
         return activities.describe_task(found[0]) if found and found[0]["lease_owner"] == worker_id else None
 
-    def claim(q: str, w: str, p: int) -> Optional[Dict[str, Any]]:
-        act = activities.claim(r.engine, req.namespace, q, w)
+    def claim(q: str, w: str, p: int, types: Optional[List[str]]) -> Optional[Dict[str, Any]]:
+        act = activities.claim(r.engine, req.namespace, q, w, types)
         return None if act is None else activities.describe_task(act)
 
     return 200, r.long_poll(req, "activity", claim, replay)
 
 
 def _poll_query(r: Routes, req: Request) -> Tuple[int, Any]:
-    return 200, r.long_poll(req, "query", lambda q, w, p: r.broker.claim(req.namespace, q, w))
+    return 200, r.long_poll(req, "query", lambda q, w, p, types: r.broker.claim(req.namespace, q, w, types))
 
 
 def _wft(op: Callable[..., Dict[str, Any]]) -> Handler:

@@ -187,13 +187,23 @@ def update(engine: Engine, namespace: str, schedule_id: str, body: Dict[str, Any
 
 
 def set_paused(engine: Engine, namespace: str, schedule_id: str, body: Dict[str, Any], paused: bool) -> Dict[str, Any]:
+    """Pause or resume; both are idempotent.
+
+    Pausing an already paused schedule answers ``paused`` again and records another
+    ``SchedulePaused`` with a new ``paused_at``, as the PHP server does (the engine's
+    ``ScheduleManager::pause`` re-saves the status and records the audit event whatever the
+    status was; only a deleted schedule is refused). Resuming a schedule that is not paused
+    answers ``resumed`` and records nothing. There the servers differ: PHP answers 500
+    (``ScheduleManager::resume`` throws a ``LogicException`` "is not paused" that the controller
+    does not catch) and the Rust port ``409 schedule_status_conflict``; the dev server makes it
+    a no-op, as asked for both operations.
+    """
     row = _require(engine, namespace, schedule_id)
     note = optional_note(body)
-    wanted_from = "active" if paused else "paused"
-    if row["state"] != wanted_from:
-        raise ApiError(409, "schedule_status_conflict", f"schedule {schedule_id} is {row['state']}",
-                       schedule_id=schedule_id, schedule_status=row["state"])
     ts = now()
+    if not paused and row["state"] != "paused":
+        return {"namespace": namespace, "schedule_id": schedule_id, "outcome": "resumed", "paused": False,
+                "note": row.get("note"), "resumed_at": None}
     if note is not None:
         row["note"] = note
     row["state"] = "paused" if paused else "active"

@@ -21,8 +21,9 @@ log = logging.getLogger("sync_worker.devserver")
 # table -> (primary key column, indexed columns copied out of the document)
 TABLES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
     "runs": ("run_id", ("namespace", "workflow_id", "status", "is_current", "created_order")),
-    "wf_tasks": ("task_id", ("namespace", "task_queue", "run_id", "state", "due_at")),
-    "activities": ("execution_id", ("namespace", "task_queue", "run_id", "state", "due_at", "task_id")),
+    "wf_tasks": ("task_id", ("namespace", "task_queue", "run_id", "state", "due_at", "workflow_type")),
+    "activities": ("execution_id", ("namespace", "task_queue", "run_id", "state", "due_at", "task_id",
+                                    "activity_type")),
     "timers": ("timer_id", ("namespace", "run_id", "state", "fire_at")),
     "workers": ("key", ("namespace", "worker_id")),
     "kv": ("key", ("namespace", "kind")),
@@ -126,6 +127,7 @@ class Store:
         self._conn.execute(
             "CREATE TABLE IF NOT EXISTS events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
             "data TEXT NOT NULL, PRIMARY KEY (run_id, seq))")
+        self._add_missing_columns()
         for statement in _INDEXES:
             self._conn.execute(statement)
         for retired in _RETIRED_INDEXES:
@@ -133,6 +135,32 @@ class Store:
         if path != ":memory:" and self._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
             self._conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer thread does it
             self._checkpointer = _Checkpointer(path, writer_lock if writer_lock is not None else self._lock)
+
+    def _add_missing_columns(self) -> None:
+        """A file written by an older dev server: add the indexed columns it lacks, filled from the documents.
+
+        Open tasks only need it (the claims select on ``workflow_type`` / ``activity_type``); a
+        workflow task's type is its run's, which older task documents did not copy.
+        """
+        for table, (_, columns) in TABLES.items():
+            present = {str(row[1]) for row in self._conn.execute(f"PRAGMA table_info({table})")}
+            for column in columns:
+                if column in present:
+                    continue
+                self.begin()
+                try:
+                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+                    for (data,) in self._conn.execute(f"SELECT data FROM {table}").fetchall():
+                        row = dict(json.loads(data))
+                        if row.get(column) is None and table == "wf_tasks":
+                            found = self.get("runs", str(row.get("run_id")))
+                            row[column] = found.get("workflow_type") if found else None
+                        if row.get(column) is not None:
+                            self.put(table, row)
+                except BaseException:
+                    self.end(False)
+                    raise
+                self.end(True)
 
     def close(self) -> None:
         with self._lock:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from ..payloads import decode_envelope, envelope
+from . import messages
 from .engine import Engine
 from .payload_checks import check_payload
 from .util import TERMINAL_STATUSES, ApiError, new_id, require_str
@@ -38,7 +39,11 @@ def append(engine: Engine, namespace: str, workflow_id: str, stream_name: str, b
         "signal_id": signal_id, "workflow_command_id": signal_id, "workflow_instance_id": workflow_id,
         "workflow_run_id": run["run_id"], "stream_name": stream_name, "message_id": message_id,
         "position": position})
-    run["unapplied_signals"].append({"signal_id": signal_id, "signal_name": STREAM_SIGNAL})
+    # a runtime signal: it takes the instance's next message sequence like any signal (the engine's
+    # attemptRuntimeSignalWithArguments records it through the same signal command)
+    run["unapplied_signals"].append({"signal_id": signal_id, "signal_name": STREAM_SIGNAL,
+                                     "workflow_command_id": signal_id, "stream_name": stream_name,
+                                     "message_sequence": messages.reserve_sequence(engine, run)})
     engine.wake(run)
     engine.save_run(run)
     receipt = {"workflow_id": workflow_id, "run_id": run["run_id"], "stream_name": stream_name,

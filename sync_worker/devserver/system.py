@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from . import activities, tasks
+from . import activities, messages, tasks
 from .engine import Engine
 from .store import Row
 from .util import TERMINAL_STATUSES, ApiError, iso, now
@@ -45,8 +45,7 @@ def _needs_task(engine: Engine, run: Row) -> bool:
     task = engine.store.get("wf_tasks", run["task_id"]) if run.get("task_id") else None
     if task is not None and task["state"] in ("ready", "delayed", "leased"):
         return False
-    return run["status"] == "pending" or bool(run.get("unapplied_signals") or run.get("pending_updates")
-                                              or run.get("dirty"))
+    return messages.needs_task(run)
 
 
 def _repair_candidates(engine: Engine, namespace: str) -> Dict[str, List[Row]]:

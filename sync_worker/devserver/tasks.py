@@ -3,13 +3,15 @@
 A task belongs to one run and keeps its ``task_id`` for its whole life; every re-lease after a
 failure, lease expiry or worker deregistration bumps ``attempt``, which fences stale reports
 (``task_not_leased`` while it waits, ``workflow_task_attempt_mismatch`` once re-leased).
+Each claim binds the task to at most one of the run's messages (``messages.take``): a re-lease
+re-binds it to the earliest unapplied one, which a failed or expired attempt left in place.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
-from . import commands, sticky
+from . import commands, messages, resume, routing, sticky
 from .engine import Engine
 from .store import Row
 from .util import TERMINAL_STATUSES, ApiError, iso, now, page_token, parse_page_token
@@ -18,13 +20,17 @@ WAITING_TYPE = "WorkflowTaskWaitingForHistory"
 _WAITING_MESSAGE = "workflow task waiting for scheduled history"
 
 
-def claim(engine: Engine, namespace: str, queue: str, worker_id: str, page_size: int) -> Optional[Dict[str, Any]]:
+def claim(engine: Engine, namespace: str, queue: str, worker_id: str, page_size: int,
+          workflow_types: Optional[Sequence[str]] = None) -> Optional[Dict[str, Any]]:
+    """Lease the oldest ready task on ``queue`` of a workflow type the worker registered (``None``: any).
+
+    Routing by type as the server's ``WorkflowTaskPoller`` does (see ``routing``).
+    """
     while True:
-        found = engine.store.select("wf_tasks", "namespace = ? AND task_queue = ? AND state = 'ready'",
-                                    (namespace, queue), order="due_at", limit=1)
-        if not found:
+        task = routing.first_ready(engine, "wf_tasks", "namespace = ? AND task_queue = ? AND state = 'ready'",
+                                   (namespace, queue), "due_at", "workflow_type", workflow_types)
+        if task is None:
             return None
-        task = found[0]
         run = engine.get_run(task["run_id"])
         if run is not None and run["status"] not in TERMINAL_STATUSES:
             break
@@ -34,14 +40,9 @@ def claim(engine: Engine, namespace: str, queue: str, worker_id: str, page_size:
     ts = now()
     task.update({"state": "leased", "lease_owner": worker_id,
                  "lease_expires_at": ts + engine.config.workflow_task_lease_seconds,
-                 "due_at": ts + engine.config.workflow_task_lease_seconds, "page_size": page_size,
-                 "signals_to_apply": list(run.get("unapplied_signals") or []),
-                 "workflow_update_id": None})
-    pending_updates = run.get("pending_updates") or []
-    if pending_updates:
-        # an accepted update is applied by a dedicated task; signals wait for the next one
-        task["workflow_update_id"] = pending_updates[0]["update_id"]
-        task["signals_to_apply"] = []
+                 "due_at": ts + engine.config.workflow_task_lease_seconds, "page_size": page_size})
+    task.pop("signals_to_apply", None)  # what an older dev server stored: every signal at once
+    messages.take(task, run)  # at most one message: the earliest signal or update, else a plain task
     engine.store.put("wf_tasks", task)
     run["dirty"] = False
     if run["status"] in ("pending", "waiting"):
@@ -69,7 +70,7 @@ def render(engine: Engine, task: Row, run: Row) -> Dict[str, Any]:
         "total_history_events": total, **extra,
         "lease_owner": task["lease_owner"], "task_queue": task["task_queue"], "namespace": task["namespace"],
         "lease_expires_at": iso(task["lease_expires_at"]), "cancel_requested": False,
-        **({"workflow_update_id": task["workflow_update_id"]} if task.get("workflow_update_id") else {}),
+        **messages.resume_context(task, run),
     }
 
 
@@ -110,15 +111,26 @@ def _store(engine: Engine, namespace: str, task: Row, op: str, receipt: Dict[str
                             "kind": "wft", "operation": op, "receipt": receipt})
 
 
-def _finish(engine: Engine, task: Row, run: Row) -> None:
-    """The lease ended without a retry: free the run and honour the dirty flag."""
+def _finish(engine: Engine, task: Row, run: Row, *, released: bool = False) -> None:
+    """The lease ended without a retry: free the run and give it its next task if it has work.
+
+    The next task comes at once when something woke the run during the lease (the dirty flag)
+    or when messages remain (one message per task: the engine's ``markRunWaiting`` creates the
+    next message task, ``PendingMessageTask::createForRun``; a released signal task applied its
+    signal, ``resume.record_release``). A released update task parks the run's messages until
+    its next wake-up instead (``messages.park``).
+    """
     task["state"] = "done"
     task["due_at"] = None
     engine.store.put("wf_tasks", task)
     if run.get("task_id") == task["task_id"]:
         run["task_id"] = None
         if run["status"] not in TERMINAL_STATUSES:
-            if run.get("dirty"):
+            message = messages.carried(task)
+            parked = released and message is not None and message["kind"] == "update"
+            if parked:
+                messages.park(run)
+            if run.get("dirty") or (not parked and messages.has_messages(run)):
                 run["dirty"] = False
                 engine.wake(run)
             elif run["status"] == "running":
@@ -132,6 +144,7 @@ def complete(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any])
         return stored
     task = _leased(engine, namespace, task_id, body)
     cmds = commands.validate(body.get("commands"))
+    resume.check_commands(task, cmds)
     run = engine.get_run(task["run_id"])
     assert run is not None
     commands.apply(engine, run, task, cmds, body)
@@ -157,7 +170,8 @@ def fail(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> 
     receipt: Dict[str, Any] = {"task_id": task_id, "workflow_task_attempt": task["attempt"]}
     if kind == WAITING_TYPE or message.lower().startswith(_WAITING_MESSAGE):
         _store(engine, namespace, task, "fail", {**receipt, "outcome": "released"})
-        _finish(engine, task, run)
+        resume.record_release(engine, run, task)
+        _finish(engine, task, run, released=True)
         return {**receipt, "outcome": "released", "run_status": run["status"]}
     _store(engine, namespace, task, "fail", {**receipt, "outcome": "failed"})
     sticky.forget(run)

@@ -95,31 +95,45 @@ def _wait(engine: Engine, namespace: str, update_id: str, timeout: float) -> Opt
 
 
 def record_outcome(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
-    """Apply a ``complete_update`` / ``fail_update`` command."""
+    """Apply the ``complete_update`` / ``fail_update`` command of an update task.
+
+    As the engine's ``applyCompleteUpdate`` / ``applyFailUpdate`` (and the Rust port's
+    ``apply_update``): ``UpdateApplied`` and ``UpdateCompleted`` (only the latter, with the
+    failure, for ``fail_update``), then the instance cursor's ``MessageCursorAdvanced`` (always
+    recorded for an update). Both update events carry the same ``sequence``, the Rust rule: the
+    run's highest authored step sequence + 1, not consumed (the next step still takes it).
+    ``resume.check_commands`` already refused a command for another update.
+    """
     update_id = cmd["update_id"]
     pending = run.get("pending_updates") or []
     found = next((u for u in pending if u["update_id"] == update_id), None)
     if found is None:
         return  # unknown or already recorded: a replayed completion changes nothing
     run["pending_updates"] = [u for u in pending if u["update_id"] != update_id]
+    sequence = int(run.get("next_seq") or 0) + 1
     applied: Dict[str, Any] = {"update_id": update_id, "update_name": found["update_name"], "payload_codec": "avro",
-                               "workflow_instance_id": run["workflow_id"], "workflow_run_id": run["run_id"]}
+                               "sequence": sequence, "workflow_instance_id": run["workflow_id"],
+                               "workflow_run_id": run["run_id"]}
     if found.get("arguments") is not None:
         applied["arguments"] = found["arguments"]
     if cmd["type"] == "complete_update":
         engine.append(run, "UpdateApplied", applied)
         engine.append(run, "UpdateCompleted", {"update_id": update_id, "update_name": found["update_name"],
-                                               "result": cmd.get("result"), "payload_codec": "avro"})
+                                               "result": cmd.get("result"), "payload_codec": "avro",
+                                               "sequence": sequence})
         outcome = {"status": "completed", "result": cmd.get("result")}
     else:
         engine.append(run, "UpdateCompleted", {"update_id": update_id, "update_name": found["update_name"],
                                                "message": cmd.get("message"), "failed": True,
-                                               "exception_type": cmd.get("exception_type")})
+                                               "exception_type": cmd.get("exception_type"), "sequence": sequence})
         outcome = {"status": "failed", "message": cmd.get("message"), "exception_type": cmd.get("exception_type")}
     messages.advance_cursor(engine, run, found.get("message_sequence"))
     engine.store.put("kv", {"key": _outcome_key(run["namespace"], update_id), "namespace": run["namespace"],
                             "kind": "update", "outcome": outcome})
-    # the handler may have changed state a wait depends on: replay the run again afterwards
-    run["dirty"] = True
+    if run.get("open_wait"):
+        # The dev server's own rule (the engine creates no task here): the handler may have
+        # satisfied the wait the run is blocked on, so the run gets a plain task. A worker whose
+        # predicate is still false re-emits the same open, which records nothing (``resume``).
+        run["dirty"] = True
     with _changed:
         _changed.notify_all()

@@ -63,6 +63,10 @@ def register(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict[str, 
         "supported_workflow_types": body.get("supported_workflow_types") or [],
         "supported_activity_types": body.get("supported_activity_types") or [],
         "capabilities": body.get("capabilities") or [], "fingerprints": fingerprints,
+        "workflow_command_contracts": _contracts(body.get("workflow_command_contracts")),
+        # which lists the registration sent (an empty one routes nothing; an absent one, anything)
+        "declared_types": [k for k in ("supported_workflow_types", "supported_activity_types")
+                           if isinstance(body.get(k), list)],
         "task_slots": body.get("task_slots"), "process_metrics": body.get("process_metrics"),
         "max_concurrent_workflow_tasks": body.get("max_concurrent_workflow_tasks"),
         "max_concurrent_activity_tasks": body.get("max_concurrent_activity_tasks"),
@@ -74,6 +78,13 @@ def register(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict[str, 
             "namespace": namespace, "task_queue": task_queue,
             "heartbeat_interval_seconds": engine.config.heartbeat_interval_seconds,
             "stale_after_seconds": engine.config.stale_after_seconds}
+
+
+def _contracts(raw: Any) -> Dict[str, Any]:
+    """``workflow_command_contracts`` as registered: workflow type -> its signal / query / update contract."""
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): v for k, v in raw.items() if isinstance(v, dict)}
 
 
 def heartbeat(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict[str, Any]:
@@ -121,8 +132,15 @@ def touch(engine: Engine, namespace: str, worker_id: Any) -> Optional[Row]:
 
 def may_lease(engine: Engine, namespace: str, worker_id: str) -> bool:
     """A worker that deregistered gets no new leases (its recovered tasks must go elsewhere)."""
-    worker = engine.store.get("workers", _key(namespace, worker_id))
+    worker = lookup(engine, namespace, worker_id)
     return worker is None or worker["status"] == "active"
+
+
+def lookup(engine: Engine, namespace: str, worker_id: Any) -> Optional[Row]:
+    """The worker's registration row, or ``None`` (never registered here)."""
+    if not isinstance(worker_id, str):
+        return None
+    return engine.store.get("workers", _key(namespace, worker_id))
 
 
 def _recover(engine: Engine, namespace: str, worker_id: str) -> int:

@@ -57,8 +57,8 @@ def _register(raw: Raw, worker_id: str, queue: str, build_id: Any = "build-231")
 
 def test_task_queue_list_and_describe(raw: Raw) -> None:
     _register(raw, "worker-alpha", "orders-critical")
-    raw.start("wf-a", queue="orders-critical")
-    raw.start("wf-b", queue="orders-critical")
+    raw.start("wf-a", workflow_type="orders.fulfillment", queue="orders-critical")  # a type the worker runs
+    raw.start("wf-b", workflow_type="orders.fulfillment", queue="orders-critical")
     task = raw.poll(queue="orders-critical", worker_id="worker-alpha")
     raw.start("wf-c", queue="orders-standard")
 

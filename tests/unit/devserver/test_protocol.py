@@ -72,16 +72,20 @@ def test_waiting_for_history_releases_without_history_and_honours_dirty(raw: Raw
     raw.start("wf-1")
     task = raw.poll()
     assert raw.complete(task, [_activity()]).status_code == 200
-    raw.ok("POST", "/workflows/wf-1/signal/poke", {"request_id": "r1"})
+    first = raw.ok("POST", "/workflows/wf-1/signal/poke", {"request_id": "r1"})
     task = raw.poll()
-    raw.ok("POST", "/workflows/wf-1/signal/poke", {"request_id": "r2"})  # arrives during the lease
+    second = raw.ok("POST", "/workflows/wf-1/signal/poke", {"request_id": "r2"})  # arrives during the lease
     before = raw.types("wf-1")
     resp = raw.fail(task, {"message": "Workflow task waiting for scheduled history.",
                            "type": "WorkflowTaskWaitingForHistory"})
     assert resp.status_code == 200 and resp.json()["outcome"] == "released"
-    assert raw.types("wf-1") == before
+    # a released signal task acknowledged its signal (the PHP server's waiting_for_history): applied,
+    # nothing else recorded, no retry
+    assert raw.types("wf-1") == [*before, "SignalApplied"]
+    assert raw.history("wf-1")[-1]["payload"]["signal_id"] == first["signal_id"]
     again = raw.poll()  # the signal that arrived during the lease needs a new task
     assert again is not None and again["workflow_task_attempt"] == 1
+    assert again["task_id"] != task["task_id"] and again["workflow_signal_id"] == second["signal_id"]
 
 
 def test_task_failure_requeues_the_next_attempt(raw: Raw) -> None:
@@ -359,10 +363,10 @@ def test_pending_history_reports_release_the_lease(name: str, raw: Raw) -> None:
         "failure"]
     raw.start("wf-1")
     task = raw.poll()
-    raw.complete(task, [_activity()])
-    raw.ok("POST", "/workflows/wf-1/signal/poke", {"request_id": "r"})
-    task = raw.poll()
+    raw.complete(task, [{"type": "start_timer", "delay_seconds": 0}, _activity()])
+    task = raw.poll(timeout=5)  # the timer fired while the activity is unresolved (the fixture's shape)
     before = raw.history("wf-1")
+    assert before[-1]["event_type"] == "TimerFired"
     resp = raw.fail(task, failure)
     assert resp.status_code == 200 and resp.json()["outcome"] == "released"
     assert raw.history("wf-1") == before

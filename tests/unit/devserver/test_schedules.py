@@ -185,8 +185,34 @@ def test_describe_list_update_and_bodies(raw: Raw) -> None:
     assert sorted(change["payload"]["fields"]) == ["action", "note", "overlap_policy", "spec"]
     again = raw.call("POST", "/schedules", _body("rollup"))
     assert (again.status_code, again.json()["reason"]) == (409, "schedule_already_exists")
-    conflict = raw.call("POST", "/schedules/refresh/pause", {})
-    assert (conflict.status_code, conflict.json()["reason"]) == (409, "schedule_status_conflict")
+
+
+def test_pause_and_resume_are_idempotent(raw: Raw) -> None:
+    """Pausing a paused schedule answers ``paused`` and records another ``SchedulePaused`` (the PHP
+    controller); resuming an active one answers ``resumed`` and records nothing."""
+    raw.ok("POST", "/schedules", _body("twice"))
+    assert raw.ok("POST", "/schedules/twice/resume", {})["outcome"] == "resumed"  # active: a no-op
+    assert _kinds(_audit(raw, "twice")) == ["ScheduleCreated"]
+    assert raw.ok("GET", "/schedules/twice")["status"] == "active"
+
+    first = raw.call("POST", "/schedules/twice/pause", {"note": "first"})
+    second = raw.call("POST", "/schedules/twice/pause", {"note": "second"})
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert (second.json()["outcome"], second.json()["paused"], second.json()["note"]) == ("paused", True, "second")
+    assert second.json()["paused_at"] >= first.json()["paused_at"]
+    audit = _audit(raw, "twice")
+    assert _kinds(audit) == ["ScheduleCreated", "SchedulePaused", "SchedulePaused"]
+    assert [e["payload"]["note"] for e in audit[1:]] == ["first", "second"]
+    assert raw.ok("GET", "/schedules/twice")["status"] == "paused"
+
+    assert raw.ok("POST", "/schedules/twice/resume", {})["outcome"] == "resumed"
+    again = raw.call("POST", "/schedules/twice/resume", {})
+    assert (again.status_code, again.json()["outcome"], again.json()["paused"]) == (200, "resumed", False)
+    assert _kinds(_audit(raw, "twice")) == ["ScheduleCreated", "SchedulePaused", "SchedulePaused", "ScheduleResumed"]
+    assert raw.ok("GET", "/schedules/twice")["status"] == "active"
+    raw.ok("DELETE", "/schedules/twice")
+    gone = raw.call("POST", "/schedules/twice/pause", {})
+    assert (gone.status_code, gone.json()["reason"]) == (404, "schedule_not_found")
 
 
 @pytest.mark.parametrize("patch, field", [

@@ -3,8 +3,9 @@
 Pins what ServerParity ``state-updates`` and the engine's ``MessageStreamCursor`` describe: a
 repeated update ``request_id`` with other arguments returns the original update and result
 with no extra history; accepted signals and updates reserve ordered positions of one instance
-stream; ``MessageCursorAdvanced`` comes right after ``UpdateCompleted`` and right before
-``SignalApplied``, and never moves backwards.
+stream, consumed one per workflow task in that order; ``MessageCursorAdvanced`` comes right after
+``UpdateCompleted`` and right before ``SignalApplied`` (the worker's contract declares an update, so
+the signal's cursor event is recorded too), and never moves backwards.
 """
 
 from __future__ import annotations
@@ -18,11 +19,16 @@ from sync_worker.devserver import DevServer
 from sync_worker.payloads import decode_envelope, envelope
 from tests.unit.devserver._raw import Raw
 
+CONTRACT = {"queries": [], "signals": ["finish"], "updates": ["set_payload"]}
+
 
 @pytest.fixture
 def raw() -> Iterator[Raw]:
     with DevServer(workflow_task_lease_seconds=30) as server:
-        yield Raw(server.url)
+        raw = Raw(server.url)
+        raw.ok("POST", "/worker/register", {"worker_id": "w1", "task_queue": "q", "supported_workflow_types": ["t"],
+                                            "workflow_command_contracts": {"t": CONTRACT}}, plane="worker")
+        yield raw
 
 
 def _waiting(raw: Raw, workflow_id: str) -> None:
@@ -88,17 +94,20 @@ def test_updates_and_signals_share_one_ordered_cursor(raw: Raw) -> None:
         {"stream_key": "instance:wf-c", "previous_position": 2, "new_position": 3}]
 
 
-def test_the_cursor_never_moves_back_and_queries_do_not_move_it(raw: Raw) -> None:
+def test_an_update_waits_behind_an_earlier_signal_and_queries_do_not_move_the_cursor(raw: Raw) -> None:
     _waiting(raw, "wf-o")
     raw.ok("POST", "/workflows/wf-o/signal/finish", {"input": envelope([1])})  # position 1
-    _update(raw, "wf-o", {"n": 1}, "u-late")  # position 2, runs first (updates take precedence)
-    _run_update_task(raw, "ok")
-    task = raw.poll(timeout=2)  # the signal is applied after the later update was consumed
-    assert task is not None and not task.get("workflow_update_id")
+    _update(raw, "wf-o", {"n": 1}, "u-late")  # position 2: applied after the signal, by its own task
+    task = raw.poll(timeout=2)
+    assert task["resume_source_kind"] == "workflow_signal" and "workflow_update_id" not in task
     raw.complete(task, [{"type": "open_condition_wait", "condition_key": "finish"}])
-    assert _cursor_events(raw, "wf-o") == [{"stream_key": "instance:wf-o", "previous_position": 0, "new_position": 2}]
+    _run_update_task(raw, "ok")
+    assert _cursor_events(raw, "wf-o") == [
+        {"stream_key": "instance:wf-o", "previous_position": 0, "new_position": 1},
+        {"stream_key": "instance:wf-o", "previous_position": 1, "new_position": 2}]
     kinds = raw.types("wf-o")
-    assert kinds.index("SignalApplied") > kinds.index("MessageCursorAdvanced")
+    assert kinds[kinds.index("SignalApplied") - 1] == "MessageCursorAdvanced"
+    assert kinds.index("SignalApplied") < kinds.index("UpdateApplied")
 
     answers: List[Any] = []
     thread = threading.Thread(target=lambda: answers.append(
@@ -109,7 +118,7 @@ def test_the_cursor_never_moves_back_and_queries_do_not_move_it(raw: Raw) -> Non
            {"result": envelope("s"), "lease_owner": query.get("lease_owner")}, plane="worker")
     thread.join(10)
     assert answers[0].status_code == 200
-    assert len(_cursor_events(raw, "wf-o")) == 1
+    assert len(_cursor_events(raw, "wf-o")) == 2
 
 
 def test_a_failed_update_also_advances_the_cursor(raw: Raw) -> None:
