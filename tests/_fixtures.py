@@ -37,18 +37,3 @@ def fixture_paths(relative_dir: str, pattern: str = "*.json") -> list[Path]:
     """
     folder = FIXTURES_DIR / relative_dir
     return sorted(folder.glob(pattern)) if folder.is_dir() else []
-
-
-def with_signal_cursor(expected_events: list[str]) -> list[str]:
-    """A signal inventory with the instance message cursor advance before each ``SignalApplied``.
-
-    ``one-signal`` / ``repeated-signal`` predate the message cursor; the later reviewed HTTP
-    inventories (``state-queries``, ``state-updates``) and the engine's ``applySignal`` record
-    ``MessageCursorAdvanced`` immediately before every applied signal, which the dev server follows.
-    """
-    out: list[str] = []
-    for kind in expected_events:
-        if kind == "SignalApplied" and (not out or out[-1] != "MessageCursorAdvanced"):
-            out.append("MessageCursorAdvanced")
-        out.append(kind)
-    return out

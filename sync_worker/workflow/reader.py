@@ -47,6 +47,7 @@ _ACTIVITY_EVENTS = ("ActivityScheduled", "ActivityStarted", "ActivityCompleted",
 
 
 _timeout_kind = timeout_kind
+_STEP_PREFIXES = ("Activity", "Timer", "Child", "ConditionWait")
 
 
 def reorder_parallel_groups(index: HistoryIndex, memberships: List[Any], slots_by_group: Dict[Any, List[int]]) -> None:
@@ -110,13 +111,20 @@ def _check_memo(payload: Mapping[str, Any], sequence: Optional[int], seen: Set[i
 
 
 
+def _is_step_event(kind: Optional[str]) -> bool:
+    """Events of a durable step. Messages carry a ``sequence`` too (``UpdateApplied``: the step
+    the update was applied at, or -- the Rust server's rule -- the next one), but it is not
+    theirs: it never makes an event of that step."""
+    return kind is not None and (kind.startswith(_STEP_PREFIXES) or kind in RESOLVED_EVENTS)
+
+
 def collect_steps(events: List[Dict[str, Any]], types_by_sequence: Dict[int, List[str]],
                   details_by_sequence: Dict[int, Dict[str, Any]], wait_ids: Dict[int, str]) -> None:
     """First pass: the event types and merged details of every workflow sequence, the waits' ids."""
     for event in events:
         kind, payload = event_type(event), event_payload(event)
         sequence = sequence_of(payload)
-        if sequence is None:
+        if sequence is None or not _is_step_event(kind):
             continue
         if kind is not None:
             types_by_sequence.setdefault(sequence, []).append(kind)

@@ -17,7 +17,7 @@ import requests
 from durable_workflow import Client, Worker
 
 from sync_worker.devserver import DevServer
-from tests._fixtures import fixture_paths, fixtures_dir, load_fixture, with_signal_cursor
+from tests._fixtures import fixture_paths, fixtures_dir, load_fixture
 from tests.conformance._parity_workflows import ACTIVITIES, SIGNAL_NAME, STREAM_NAME, WORKFLOWS
 from tests.interop._sdk import run, with_worker
 
@@ -96,7 +96,7 @@ def _one_signal(server: DevServer, fixture: Dict[str, Any]) -> None:
     handle, result = _run_fixture(server, fixture, scenario)
     assert result == fixture["signal_value"]
     events = _history(server.url, handle.workflow_id, handle.run_id)
-    assert _types(events) == with_signal_cursor(fixture["expected_events"])
+    assert _types(events) == fixture["expected_events"]
     opened = next(e for e in events if e["event_type"] == "ConditionWaitOpened")["payload"]
     satisfied = next(e for e in events if e["event_type"] == "ConditionWaitSatisfied")["payload"]
     received = next(e for e in events if e["event_type"] == "SignalReceived")["payload"]

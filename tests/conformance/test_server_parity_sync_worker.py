@@ -24,7 +24,7 @@ from sync_worker.devserver import DevServer
 from sync_worker.worker import Worker
 from sync_worker.workflow.definition import workflow_name
 from sync_worker.workflow.history import TERMINAL_RUN_EVENTS
-from tests._fixtures import fixture_paths, fixtures_dir, load_fixture, with_signal_cursor
+from tests._fixtures import fixture_paths, fixtures_dir, load_fixture
 from tests._import_swap import load_with_sync_worker_imports
 from tests._sticky_equivalence import every_cut
 from tests.e2e._worker_support import RunningWorker
@@ -160,7 +160,7 @@ def _one_signal(h: Harness, server: DevServer) -> None:
     h.client.signal_workflow(workflow_id, SIGNAL_NAME, args=[fixture["signal_value"]])
     assert h.client.get_result(workflow_id, timeout=30, poll_interval=0.1) == fixture["signal_value"]
     events = _history(h.client, workflow_id)
-    assert _types(events) == with_signal_cursor(fixture["expected_events"])
+    assert _types(events) == fixture["expected_events"]
     opened = next(e for e in events if e["event_type"] == "ConditionWaitOpened")["payload"]
     satisfied = next(e for e in events if e["event_type"] == "ConditionWaitSatisfied")["payload"]
     received = next(e for e in events if e["event_type"] == "SignalReceived")["payload"]
