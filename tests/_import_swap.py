@@ -15,11 +15,14 @@ SDK_IMPORT = "from durable_workflow import activity, workflow"
 OUR_IMPORT = "from sync_worker import activity, workflow"
 
 
-def load_with_sync_worker_imports(sdk_module: Union[types.ModuleType, Tuple[str, Path]]) -> types.ModuleType:
+def load_with_sync_worker_imports(sdk_module: Union[types.ModuleType, Tuple[str, Path]], *,
+                                  same_name: bool = False) -> types.ModuleType:
     """Exec an SDK-authored module's source, with its one SDK import line replaced, into a fresh module.
 
     ``sdk_module`` is the imported module, or ``(module name, path)`` of its file, so the
-    sync_worker side loads it where the published SDK is not installed.
+    sync_worker side loads it where the published SDK is not installed. With ``same_name`` the
+    code runs under the original module's ``__name__`` (as one module deployed with either
+    import would: functions, and so condition fingerprints, carry that name).
     """
     if isinstance(sdk_module, tuple):
         module_name, path = sdk_module
@@ -28,7 +31,7 @@ def load_with_sync_worker_imports(sdk_module: Union[types.ModuleType, Tuple[str,
     source = path.read_text(encoding="utf-8")
     assert source.count(SDK_IMPORT) == 1, f"{module_name} must hold exactly one line {SDK_IMPORT!r}"
     name = f"{module_name}__sync_worker"
-    module = types.ModuleType(name)
+    module = types.ModuleType(module_name if same_name else name)
     module.__file__ = str(path)
     sys.modules[name] = module  # introspection (annotations, fingerprints) resolves the module by name
     try:

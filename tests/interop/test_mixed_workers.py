@@ -26,6 +26,7 @@ from sync_worker.worker import InMemoryMetrics, Worker
 from tests.e2e._worker_support import RunningWorker, wait_for
 from tests.interop import _sdk_authored_workflows as sdk_module
 from tests.interop._sdk import run, with_worker
+from tests._import_swap import load_with_sync_worker_imports
 from tests.interop.test_import_swap import SWAPPED_NAME, load_swapped_module
 
 EXPECTED_ORDER = {"greeting": "hello ada", "marker": "marker-21", "version": 2, "approved": True,
@@ -204,3 +205,36 @@ def test_our_sticky_worker_and_the_sdk_worker_share_a_queue(dev_server: DevServe
     assert results[:4] == [{"collected": [8, 6, 4, 2], "big": 9007199254740993}] * 4
     assert results[4:] == [{"child_of": value, "doubled": value * 2} for value in range(6)]
     assert metrics["hit"] + metrics["miss"] >= 1, metrics
+
+
+def test_signal_driven_runs_hop_between_both_workers_and_replay_on_both(dev_server: DevServer,
+                                                                         client: Client) -> None:
+    """One module deployed with either import (so one module name and the same condition
+    fingerprints), both workers serving workflows and activities on one queue, ours with the
+    sticky cache: every order waits for its approval signal, its tasks land on either worker, and
+    each worker replays what the other recorded (signals sent once the wait is open: no race)."""
+    import sys
+
+    same = load_with_sync_worker_imports(sdk_module, same_name=True)
+    queue = f"mixed-signals-{uuid.uuid4().hex[:8]}"
+    metrics = InMemoryMetrics()
+    worker = Worker(client, task_queue=queue, workflows=list(same.WORKFLOWS), activities=list(same.ACTIVITIES),
+                    poll_timeout=2.0, shutdown_timeout=10.0, sticky_cache_capacity=32, metrics=metrics)
+
+    async def body(sdk: SdkClient, sdk_worker: SdkWorker) -> Any:
+        return await asyncio.gather(*[asyncio.to_thread(_our_drive_order, client, queue) for _ in range(4)])
+
+    try:
+        with RunningWorker(worker) as running:
+            outcomes = run(with_worker(dev_server.url, queue, body, workflows=sdk_module.WORKFLOWS,
+                                       activities=sdk_module.ACTIVITIES))
+            assert running.stop() is None
+    finally:
+        sys.modules.pop(SWAPPED_NAME, None)
+    assert [result for _, result in outcomes] == [EXPECTED_ORDER] * 4
+    # both workers completed workflow tasks of these runs (the dev server keeps each task's last lease owner)
+    with dev_server.engine.lock:
+        owners = {task["lease_owner"] for task in dev_server.engine.store.select("wf_tasks", "task_queue = ?",
+                                                                                 (queue,))}
+    assert worker.worker_id in owners and len(owners - {worker.worker_id, None}) >= 1, owners
+    assert metrics.counter("durable_workflow_worker_tasks", task_kind="workflow", outcome="completed") > 0
