@@ -24,10 +24,9 @@ import dataclasses
 import ssl
 from typing import Any, Optional
 
+from ..protocol.versions import CONTROL_PLANE_VERSION, MINIMUM_WORKER_PROTOCOL_VERSION
 from .activities import ActivitiesMixin
 from .base import (
-    CONTROL_PLANE_VERSION,
-    MINIMUM_WORKER_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
     SDK_VERSION,
 )

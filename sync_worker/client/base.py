@@ -15,15 +15,20 @@ from urllib.parse import quote, urlsplit
 
 from .. import errors
 from ..cancel import CancelToken
+from ..protocol.versions import (
+    CONTROL_PLANE_VERSION,
+    CONTROL_PLANE_VERSION_HEADER,
+    NAMESPACE_HEADER,
+    PROTOCOL_VERSION_HEADER,
+    WORKER_PROTOCOL_VERSION,
+)
 from .transport import POLL_ACCEPT, RetryMode, RetryPolicy, Transport
 
 # metric names shared with the published SDK (and sync_worker.worker.metrics)
 CLIENT_REQUESTS = "durable_workflow_client_requests"
 CLIENT_REQUEST_DURATION_SECONDS = "durable_workflow_client_request_duration_seconds"
 
-PROTOCOL_VERSION = "1.20"
-MINIMUM_WORKER_PROTOCOL_VERSION = "1.19"
-CONTROL_PLANE_VERSION = "2"
+PROTOCOL_VERSION = WORKER_PROTOCOL_VERSION
 CONTROL_PLANE_CONTRACT_SCHEMA = "durable-workflow.v2.control-plane-request.contract"
 SDK_VERSION = "sync-worker-python/0.1.0"
 
@@ -158,8 +163,8 @@ class ClientBase:
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json",
-            "X-Namespace": self.namespace,
-            "X-Durable-Workflow-Protocol-Version": os.environ.get(_PROTOCOL_ENV) or PROTOCOL_VERSION,
+            NAMESPACE_HEADER: self.namespace,
+            PROTOCOL_VERSION_HEADER: os.environ.get(_PROTOCOL_ENV) or PROTOCOL_VERSION,
         }
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -172,8 +177,8 @@ class ClientBase:
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json",
-            "X-Namespace": self.namespace,
-            "X-Durable-Workflow-Control-Plane-Version": os.environ.get(_CONTROL_ENV) or CONTROL_PLANE_VERSION,
+            NAMESPACE_HEADER: self.namespace,
+            CONTROL_PLANE_VERSION_HEADER: os.environ.get(_CONTROL_ENV) or CONTROL_PLANE_VERSION,
         }
         if token:
             headers["Authorization"] = f"Bearer {token}"

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from .. import errors, payloads
 from ..cancel import CancelToken
+from ..protocol import routes
 from .base import PROTOCOL_VERSION, ClientBase, segment
 from .negotiation import compatibility_problems
 from .transport import RetryMode
@@ -47,22 +48,22 @@ class WorkerPlane(ClientBase):
     def register_worker(self, body: Dict[str, Any], *, cancel: Optional[CancelToken] = None) -> Dict[str, Any]:
         """``POST /worker/register`` with a body built by the runtime."""
         return self._dict(self._call(
-            "worker", "POST", "/worker/register", route="/worker/register", body=body, cancel=cancel,
+            "worker", "POST", routes.REGISTER, route=routes.REGISTER, body=body, cancel=cancel,
             operation="worker.register",
         ))
 
     def heartbeat_worker(self, body: Dict[str, Any], *, cancel: Optional[CancelToken] = None) -> Dict[str, Any]:
         """``POST /worker/heartbeat``."""
         return self._dict(self._call(
-            "worker", "POST", "/worker/heartbeat", route="/worker/heartbeat", body=body, cancel=cancel,
+            "worker", "POST", routes.HEARTBEAT, route=routes.HEARTBEAT, body=body, cancel=cancel,
             operation="worker.heartbeat",
         ))
 
     def deregister_worker_fenced(self, worker_id: str, registration_token: str, *, timeout: float) -> Dict[str, Any]:
         """Fenced deregistration: one attempt; the receipt must echo worker id and token."""
-        route = "/worker/registrations/{workerId}/deregister"
+        route = routes.label(routes.DEREGISTER_FENCED)
         body = self._call(
-            "worker", "POST", f"/worker/registrations/{segment(worker_id)}/deregister", route=route,
+            "worker", "POST", routes.path(routes.DEREGISTER_FENCED, worker_id=segment(worker_id)), route=route,
             body={"registration_token": registration_token}, retry=RetryMode.NEVER,
             read_timeout=max(0.1, timeout), operation="worker.deregister",
         )
@@ -77,10 +78,10 @@ class WorkerPlane(ClientBase):
 
     def deregister_worker_legacy(self, worker_id: str, *, timeout: float) -> Dict[str, Any]:
         """Unfenced ``DELETE`` deregistration: one attempt, never replayed."""
-        route = "/worker/registrations/{workerId}"
+        route = routes.label(routes.DEREGISTER_LEGACY)
         try:
             body = self._call(
-                "worker", "DELETE", f"/worker/registrations/{segment(worker_id)}", route=route,
+                "worker", "DELETE", routes.path(routes.DEREGISTER_LEGACY, worker_id=segment(worker_id)), route=route,
                 retry=RetryMode.NEVER, read_timeout=max(0.1, timeout), operation="worker.deregister",
             )
         except errors.NotFound as exc:
@@ -107,7 +108,7 @@ class WorkerPlane(ClientBase):
         """Long-poll one workflow task; ``None`` when the wait ended empty."""
         body = self._poll_body(worker_id, task_queue, poll_request_id, timeout_seconds, build_id)
         body["history_page_size"] = history_page_size
-        return self._poll("/worker/workflow-tasks/poll", body, cancel)
+        return self._poll(routes.poll_route("workflow"), body, cancel)
 
     def workflow_task_history(
         self,
@@ -119,7 +120,7 @@ class WorkerPlane(ClientBase):
         cancel: Optional[CancelToken] = None,
     ) -> Dict[str, Any]:
         """One page of a leased task's history."""
-        return self._task_call("workflow-tasks", task_id, "history", {
+        return self._task_call("workflow", task_id, "history", {
             "next_history_page_token": next_history_page_token,
             "lease_owner": lease_owner,
             "workflow_task_attempt": workflow_task_attempt,
@@ -157,7 +158,7 @@ class WorkerPlane(ClientBase):
             body["message_stream_waits"] = message_stream_waits
         if sticky_cache:
             body["sticky_cache"] = sticky_cache
-        return self._task_call("workflow-tasks", task_id, "complete", body, cancel, bound=True)
+        return self._task_call("workflow", task_id, "complete", body, cancel, bound=True)
 
     def fail_workflow_task(
         self,
@@ -169,7 +170,7 @@ class WorkerPlane(ClientBase):
         cancel: Optional[CancelToken] = None,
     ) -> Dict[str, Any]:
         """Report a workflow-task failure (a task retry, never a run failure)."""
-        return self._task_call("workflow-tasks", task_id, "fail", {
+        return self._task_call("workflow", task_id, "fail", {
             "lease_owner": lease_owner,
             "workflow_task_attempt": workflow_task_attempt,
             "failure": failure,
@@ -179,7 +180,7 @@ class WorkerPlane(ClientBase):
         self, task_id: str, *, lease_owner: str, workflow_task_attempt: int, cancel: Optional[CancelToken] = None
     ) -> Dict[str, Any]:
         """Extend a workflow task's lease."""
-        return self._task_call("workflow-tasks", task_id, "heartbeat", {
+        return self._task_call("workflow", task_id, "heartbeat", {
             "lease_owner": lease_owner, "workflow_task_attempt": workflow_task_attempt,
         }, cancel)
 
@@ -197,7 +198,7 @@ class WorkerPlane(ClientBase):
     ) -> Optional[Dict[str, Any]]:
         """Long-poll one activity task; ``None`` when the wait ended empty."""
         body = self._poll_body(worker_id, task_queue, poll_request_id, timeout_seconds, build_id)
-        return self._poll("/worker/activity-tasks/poll", body, cancel)
+        return self._poll(routes.poll_route("activity"), body, cancel)
 
     def complete_activity_task(
         self,
@@ -213,7 +214,7 @@ class WorkerPlane(ClientBase):
 
         ``result_envelope`` is ``result`` already encoded (a caller that retries encodes once).
         """
-        return self._task_call("activity-tasks", task_id, "complete", {
+        return self._task_call("activity", task_id, "complete", {
             "activity_attempt_id": activity_attempt_id,
             "lease_owner": lease_owner,
             "result": result_envelope if result_envelope is not None else payloads.envelope(result),
@@ -229,7 +230,7 @@ class WorkerPlane(ClientBase):
         cancel: Optional[CancelToken] = None,
     ) -> Dict[str, Any]:
         """Report a failed attempt; the server owns the retry decision."""
-        return self._task_call("activity-tasks", task_id, "fail", {
+        return self._task_call("activity", task_id, "fail", {
             "activity_attempt_id": activity_attempt_id,
             "lease_owner": lease_owner,
             "failure": failure,
@@ -248,7 +249,7 @@ class WorkerPlane(ClientBase):
         body: Dict[str, Any] = {"activity_attempt_id": activity_attempt_id, "lease_owner": lease_owner}
         if details is not None:
             body["details"] = details
-        return self._task_call("activity-tasks", task_id, "heartbeat", body, cancel)
+        return self._task_call("activity", task_id, "heartbeat", body, cancel)
 
     # -- query tasks ---------------------------------------------------------------------------
 
@@ -264,7 +265,7 @@ class WorkerPlane(ClientBase):
     ) -> Optional[Dict[str, Any]]:
         """Long-poll one query task; ``None`` when the wait ended empty."""
         body = self._poll_body(worker_id, task_queue, poll_request_id, timeout_seconds, build_id)
-        return self._poll("/worker/query-tasks/poll", body, cancel)
+        return self._poll(routes.poll_route("query"), body, cancel)
 
     def complete_query_task(
         self,
@@ -276,7 +277,7 @@ class WorkerPlane(ClientBase):
         cancel: Optional[CancelToken] = None,
     ) -> Dict[str, Any]:
         """Answer a query: the plain JSON value and its exact Avro envelope."""
-        return self._task_call("query-tasks", query_task_id, "complete", {
+        return self._task_call("query", query_task_id, "complete", {
             "lease_owner": lease_owner,
             "query_task_attempt": query_task_attempt,
             "result": _json_view(result),
@@ -293,7 +294,7 @@ class WorkerPlane(ClientBase):
         cancel: Optional[CancelToken] = None,
     ) -> Dict[str, Any]:
         """Refuse a query with a reason (``query_rejected``, ``rejected_unknown_query``, ...)."""
-        return self._task_call("query-tasks", query_task_id, "fail", {
+        return self._task_call("query", query_task_id, "fail", {
             "lease_owner": lease_owner, "query_task_attempt": query_task_attempt, "failure": failure,
         }, cancel, bound=True)
 
@@ -341,14 +342,14 @@ class WorkerPlane(ClientBase):
         *,
         bound: bool = False,
     ) -> Dict[str, Any]:
-        route = f"/worker/{kind}/{{taskId}}/{action}"
-        path = f"/worker/{kind}/{segment(task_id)}/{action}"
+        template = routes.task_route(kind, action)
+        route, path = routes.label(template), routes.path(template, task_id=segment(task_id))
         if bound:
             from ..failure_reports import bound_request
 
             body = bound_request(path, body, limit_bytes=self.failure_report_limit())
         return self._dict(self._call("worker", "POST", path, route=route, body=body, cancel=cancel,
-                                     operation=f"{kind}.{action}"))
+                                     operation=f"{routes.KIND_SEGMENTS[kind]}.{action}"))
 
 
 def _json_view(value: Any) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
+from ..protocol import reasons
 from . import routing
 from .engine import Engine
 from .lifecycle import close_run
@@ -121,13 +122,13 @@ def _find_attempt(engine: Engine, namespace: str, task_id: str, body: Dict[str, 
                        f"activity attempt {attempt_id} is not the current attempt of task {task_id}",
                        task_id=task_id, activity_attempt_id=attempt_id)
     if act["state"] == "cancelled":
-        raise ApiError(409, "run_closed", f"the activity's run is closed; {operation} is stale",
+        raise ApiError(409, reasons.RUN_CLOSED, f"the activity's run is closed; {operation} is stale",
                        task_id=task_id, stop_reason=act.get("cancel_reason"), can_continue=False,
                        cancel_requested=True)
     if act["state"] != "leased":
-        raise ApiError(409, "task_not_leased", f"activity task {task_id} is not leased", task_id=task_id)
+        raise ApiError(409, reasons.TASK_NOT_LEASED, f"activity task {task_id} is not leased", task_id=task_id)
     if body.get("lease_owner") != act["lease_owner"]:
-        raise ApiError(409, "lease_owner_mismatch", f"activity task {task_id} is leased to another worker",
+        raise ApiError(409, reasons.LEASE_OWNER_MISMATCH, f"activity task {task_id} is leased to another worker",
                        task_id=task_id)
     return act
 
@@ -189,7 +190,7 @@ def heartbeat(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]
             (body.get("activity_attempt_id") or body.get("attempt_id")) == found[0]["attempt_id"]:
         act = found[0]
         return {"task_id": task_id, "activity_attempt_id": act["attempt_id"], "cancel_requested": True,
-                "can_continue": False, "reason": "run_closed", "stop_reason": act.get("cancel_reason"),
+                "can_continue": False, "reason": reasons.RUN_CLOSED, "stop_reason": act.get("cancel_reason"),
                 "heartbeat_recorded": False}
     act = _find_attempt(engine, namespace, task_id, body, "heartbeat")
     act["last_heartbeat_at"] = now()

@@ -7,13 +7,21 @@ import hmac
 import re
 from typing import Any, Mapping, Optional, Tuple
 
-from .discovery import CONTROL_PLANE_VERSION, MINIMUM_WORKER_PROTOCOL_MINOR, WORKER_PROTOCOL_VERSION
+from ..protocol.versions import (
+    CONTROL_PLANE_VERSION,
+    CONTROL_PLANE_VERSION_HEADER,
+    NAMESPACE_HEADER,
+    PROTOCOL_VERSION_HEADER,
+    WORKER_PROTOCOL_VERSION,
+    minor_of,
+)
+from .discovery import MINIMUM_WORKER_PROTOCOL_MINOR
 from .util import ApiError
 
-PROTOCOL_HEADER = "X-Durable-Workflow-Protocol-Version"
-CONTROL_HEADER = "X-Durable-Workflow-Control-Plane-Version"
+PROTOCOL_HEADER = PROTOCOL_VERSION_HEADER
+CONTROL_HEADER = CONTROL_PLANE_VERSION_HEADER
 _VERSION = re.compile(r"^(\d+)\.(\d+)$")
-_MAX_MINOR = int(WORKER_PROTOCOL_VERSION.split(".")[1])
+_MAX_MINOR = minor_of(WORKER_PROTOCOL_VERSION)
 
 
 def plane_of(path: str) -> str:
@@ -96,7 +104,7 @@ def admit(path: str, headers: Any, query: Mapping[str, str], *, token: Optional[
         _check_worker_version(headers.get(PROTOCOL_HEADER))
     elif headers.get(CONTROL_HEADER) is not None:
         _check_control_version(headers.get(CONTROL_HEADER))
-    namespace = (headers.get("X-Namespace") or "").strip() or (query.get("namespace") or "").strip() or "default"
+    namespace = (headers.get(NAMESPACE_HEADER) or "").strip() or (query.get("namespace") or "").strip() or "default"
     namespace = namespace.lower()
     if namespace not in namespaces and not (path == "/api/namespaces" or path.startswith("/api/namespaces/")):
         raise ApiError(404, "namespace_not_found", f"namespace {namespace!r} was not found", namespace=namespace)

@@ -13,8 +13,8 @@ from types import TracebackType
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Type, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ..protocol.versions import WORKER_PROTOCOL_VERSION
 from .admission import PROTOCOL_HEADER, admit
-from .discovery import WORKER_PROTOCOL_VERSION
 from .encoding import encode_body
 from .engine import Config, Engine
 from .payload_checks import plain_json_arguments

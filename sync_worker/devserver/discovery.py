@@ -5,15 +5,21 @@ from __future__ import annotations
 import weakref
 from typing import Any, Dict
 
+from ..protocol.versions import (
+    CONTROL_PLANE_VERSION,
+    CONTROL_PLANE_VERSION_HEADER,
+    MINIMUM_WORKER_PROTOCOL_VERSION,
+    PROTOCOL_VERSION_HEADER,
+    WORKER_PROTOCOL_VERSION,
+    minor_of,
+)
 from .commands import SUPPORTED_COMMANDS
 from .encoding import PreEncoded
 from .engine import Engine
 from .schedule_input import OVERLAP_POLICIES
 from .util import iso, now
 
-WORKER_PROTOCOL_VERSION = "1.20"
-MINIMUM_WORKER_PROTOCOL_MINOR = 19
-CONTROL_PLANE_VERSION = "2"
+MINIMUM_WORKER_PROTOCOL_MINOR = minor_of(MINIMUM_WORKER_PROTOCOL_VERSION)
 SERVER_VERSION = "sync-worker-devserver/1"
 DEREGISTRATION_SCHEMA = "durable-workflow.v2.worker-deregistration.v1"
 
@@ -80,7 +86,7 @@ def cluster_info(engine: Engine, namespace: str) -> Dict[str, Any]:
         "namespace": {"name": namespace},
         "control_plane": {
             "version": CONTROL_PLANE_VERSION,
-            "header": "X-Durable-Workflow-Control-Plane-Version",
+            "header": CONTROL_PLANE_VERSION_HEADER,
             "request_contract": {
                 "schema": "durable-workflow.v2.control-plane-request.contract",
                 "version": 1,
@@ -91,7 +97,7 @@ def cluster_info(engine: Engine, namespace: str) -> Dict[str, Any]:
         "worker_protocol": {
             "version": WORKER_PROTOCOL_VERSION,
             "minimum_version": f"1.{MINIMUM_WORKER_PROTOCOL_MINOR}",
-            "header": "X-Durable-Workflow-Protocol-Version",
+            "header": PROTOCOL_VERSION_HEADER,
             "server_capabilities": server_capabilities(engine),
         },
         "auth_composition_contract": {

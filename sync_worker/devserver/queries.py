@@ -6,6 +6,7 @@ import threading
 from collections import deque
 from typing import Any, Deque, Dict, Optional, Sequence, Tuple
 
+from ..protocol import reasons
 from .engine import Engine
 from .store import Row
 from .util import ApiError, iso, new_id, now
@@ -108,7 +109,7 @@ class QueryBroker:
         if task.state != "leased":
             raise ApiError(409, "query_task_not_leased", f"query task {query_task_id} is not leased")
         if body.get("lease_owner") != task.lease_owner:
-            raise ApiError(409, "lease_owner_mismatch", f"query task {query_task_id} is leased to another worker")
+            raise ApiError(409, reasons.LEASE_OWNER_MISMATCH, f"query task {query_task_id} is leased to another worker")
         if body.get("query_task_attempt", 1) != 1:
             raise ApiError(409, "query_task_attempt_mismatch", "query_task_attempt does not match")
         if task.deadline <= now():

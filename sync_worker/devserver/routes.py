@@ -7,8 +7,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Pattern, Tuple
 
+from ..protocol import routes as wire
+from ..protocol.versions import WORKER_PROTOCOL_VERSION
 from . import activities, control, operator_routes, routing, streams, tasks, updates, workers
-from .discovery import WORKER_PROTOCOL_VERSION, cluster_info, server_capabilities
+from .discovery import cluster_info, server_capabilities
 from .engine import Engine
 from .queries import QueryBroker
 from .util import ApiError, iso, now, require_str
@@ -276,30 +278,36 @@ def _worker(r: Routes, req: Request) -> Tuple[int, Any]:
 
 
 _ID = r"(?P<{}>[^/]+)"
+
+
+def _wire(template: str) -> str:
+    """A worker-plane route of ``sync_worker.protocol.routes`` as this router's pattern."""
+    return wire.API_PREFIX + re.sub(r"\{(\w+)\}", lambda match: _ID.format(match.group(1)), template)
+
+
 _WF = "/api/workflows/" + _ID.format("workflow_id")
 _RUN = _WF + "/runs/" + _ID.format("run_id")
-_TASK = _ID.format("task_id")
 
 _ROUTES: List[Tuple[str, str, Handler]] = [
     ("GET", "/api/health", _health),
     ("GET", "/api/ready", _ready),
-    ("GET", "/api/cluster/info", _cluster_info),
-    ("POST", "/api/worker/register", _register),
-    ("POST", "/api/worker/heartbeat", _heartbeat),
-    ("POST", "/api/worker/registrations/" + _ID.format("worker_id") + "/deregister", _deregister_fenced),
-    ("DELETE", "/api/worker/registrations/" + _ID.format("worker_id"), _deregister_legacy),
-    ("POST", "/api/worker/workflow-tasks/poll", _poll_workflow),
-    ("POST", "/api/worker/workflow-tasks/" + _TASK + "/complete", _wft(tasks.complete)),
-    ("POST", "/api/worker/workflow-tasks/" + _TASK + "/fail", _wft(tasks.fail)),
-    ("POST", "/api/worker/workflow-tasks/" + _TASK + "/history", _wft(tasks.history_page)),
-    ("POST", "/api/worker/workflow-tasks/" + _TASK + "/heartbeat", _wft(tasks.heartbeat)),
-    ("POST", "/api/worker/activity-tasks/poll", _poll_activity),
-    ("POST", "/api/worker/activity-tasks/" + _TASK + "/complete", _act("complete")),
-    ("POST", "/api/worker/activity-tasks/" + _TASK + "/fail", _act("fail")),
-    ("POST", "/api/worker/activity-tasks/" + _TASK + "/heartbeat", _act("heartbeat")),
-    ("POST", "/api/worker/query-tasks/poll", _poll_query),
-    ("POST", "/api/worker/query-tasks/" + _TASK + "/complete", _query_complete),
-    ("POST", "/api/worker/query-tasks/" + _TASK + "/fail", _query_fail),
+    ("GET", _wire(wire.CLUSTER_INFO), _cluster_info),
+    ("POST", _wire(wire.REGISTER), _register),
+    ("POST", _wire(wire.HEARTBEAT), _heartbeat),
+    ("POST", _wire(wire.DEREGISTER_FENCED), _deregister_fenced),
+    ("DELETE", _wire(wire.DEREGISTER_LEGACY), _deregister_legacy),
+    ("POST", _wire(wire.poll_route("workflow")), _poll_workflow),
+    ("POST", _wire(wire.task_route("workflow", "complete")), _wft(tasks.complete)),
+    ("POST", _wire(wire.task_route("workflow", "fail")), _wft(tasks.fail)),
+    ("POST", _wire(wire.task_route("workflow", "history")), _wft(tasks.history_page)),
+    ("POST", _wire(wire.task_route("workflow", "heartbeat")), _wft(tasks.heartbeat)),
+    ("POST", _wire(wire.poll_route("activity")), _poll_activity),
+    ("POST", _wire(wire.task_route("activity", "complete")), _act("complete")),
+    ("POST", _wire(wire.task_route("activity", "fail")), _act("fail")),
+    ("POST", _wire(wire.task_route("activity", "heartbeat")), _act("heartbeat")),
+    ("POST", _wire(wire.poll_route("query")), _poll_query),
+    ("POST", _wire(wire.task_route("query", "complete")), _query_complete),
+    ("POST", _wire(wire.task_route("query", "fail")), _query_fail),
     ("POST", "/api/workflows", _start),
     ("GET", "/api/workflows", _list),
     ("GET", _WF, _describe),

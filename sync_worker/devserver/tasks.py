@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Sequence
 
+from ..protocol import reasons
 from . import commands, messages, resume, routing, sticky
 from .engine import Engine
 from .store import Row
 from .util import TERMINAL_STATUSES, ApiError, iso, now, page_token, parse_page_token
 
-WAITING_TYPE = "WorkflowTaskWaitingForHistory"
+WAITING_TYPE = reasons.WORKFLOW_TASK_WAITING_FOR_HISTORY
 _WAITING_MESSAGE = "workflow task waiting for scheduled history"
 
 
@@ -80,19 +81,19 @@ def _leased(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) 
         raise ApiError(404, "task_not_found", f"workflow task {task_id} was not found", task_id=task_id)
     if task["state"] == "cancelled":
         run = engine.get_run(task["run_id"]) or {}
-        raise ApiError(409, "run_closed", f"the run of workflow task {task_id} is closed", task_id=task_id,
+        raise ApiError(409, reasons.RUN_CLOSED, f"the run of workflow task {task_id} is closed", task_id=task_id,
                        can_continue=False, cancel_requested=True, run_closed_reason=run.get("closed_reason"),
                        run_closed_at=iso(run.get("closed_at")),
                        stop_reason=f"run_{run.get('status')}" if run.get("status") else None)
     if task["state"] != "leased":
-        raise ApiError(409, "task_not_leased", f"workflow task {task_id} is not leased", task_id=task_id)
+        raise ApiError(409, reasons.TASK_NOT_LEASED, f"workflow task {task_id} is not leased", task_id=task_id)
     attempt = body.get("workflow_task_attempt", 1)
     if attempt != task["attempt"]:
-        raise ApiError(409, "workflow_task_attempt_mismatch",
+        raise ApiError(409, reasons.WORKFLOW_TASK_ATTEMPT_MISMATCH,
                        f"workflow task {task_id} is at attempt {task['attempt']}, not {attempt}",
                        task_id=task_id, workflow_task_attempt=task["attempt"])
     if body.get("lease_owner") != task["lease_owner"]:
-        raise ApiError(409, "lease_owner_mismatch", f"workflow task {task_id} is leased to another worker",
+        raise ApiError(409, reasons.LEASE_OWNER_MISMATCH, f"workflow task {task_id} is leased to another worker",
                        task_id=task_id)
     return task
 

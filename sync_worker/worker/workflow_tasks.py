@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ..errors import PayloadError, ServerError, WorkerShutdown
 from ..interceptors import QueryTaskInterceptorContext, WorkerInterceptor, WorkflowTaskInterceptorContext
+from ..protocol import reasons
 from .inflight import InflightTask
 from .interception import chain
 from .outcomes import OutcomeAbandoned, deliver, lease_deadline
@@ -35,19 +36,11 @@ logger = logging.getLogger("sync_worker.worker.workflow")
 
 WAITING_FOR_HISTORY_FAILURE = {
     "message": "Workflow task waiting for scheduled history.",
-    "type": "WorkflowTaskWaitingForHistory",
+    "type": reasons.WORKFLOW_TASK_WAITING_FOR_HISTORY,
 }
 
 #: Refusals that mean the task is no longer ours: nothing more is sent.
-FENCING_REASONS = frozenset({
-    "lease_expired",
-    "lease_owner_mismatch",
-    "run_already_closed",
-    "run_closed",
-    "task_not_found",
-    "task_not_leased",
-    "workflow_task_attempt_mismatch",
-})
+FENCING_REASONS = reasons.FENCING_REASONS
 
 #: Query complete/fail refusals that mean the query already ended on the server.
 QUERY_ENDED_REASONS = frozenset({
