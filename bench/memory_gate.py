@@ -46,7 +46,7 @@ if ROOT not in sys.path:
 
 from sync_worker.client import Client  # noqa: E402
 from sync_worker.devserver import DevServer  # noqa: E402
-from sync_worker.worker.admission import AdmissionGate, resolve_concurrency  # noqa: E402
+from sync_worker.runtime.admission import AdmissionGate, resolve_concurrency  # noqa: E402
 from tests.cgroup._cgroup import unavailable_reason  # noqa: E402
 from tests.cgroup._scenario import run_scenario  # noqa: E402
 

@@ -24,8 +24,8 @@ from typing import Any, Optional
 
 from sync_worker import activity
 from sync_worker.client import Client
+from sync_worker.runtime.admission import MemoryProbe
 from sync_worker.worker import Worker
-from sync_worker.worker.admission import MemoryProbe
 
 MIB = 1024 * 1024
 

@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .worker.status import WorkerStatus
+    from .runtime.status import WorkerStatus
     from .worker.worker import Worker
 
 __all__ = [

@@ -24,7 +24,7 @@ from ..protocol.versions import (
 )
 from .transport import POLL_ACCEPT, RetryMode, RetryPolicy, Transport
 
-# metric names shared with the published SDK (and sync_worker.worker.metrics)
+# metric names shared with the published SDK (and sync_worker.runtime.metrics)
 CLIENT_REQUESTS = "durable_workflow_client_requests"
 CLIENT_REQUEST_DURATION_SECONDS = "durable_workflow_client_request_duration_seconds"
 

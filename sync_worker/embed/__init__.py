@@ -15,7 +15,7 @@ import os
 import threading
 from typing import Any, Callable, Dict, Optional, Set
 
-from ..worker.backend import check_pool, default_pool
+from ..runtime.backend import check_pool, default_pool
 from .errors import EmbedConfigError, EmbedError, ForkedHandleError
 from .factory import SERVER_URL_ENV, FactorySpec, client_from_environment
 from .handle import EmbeddedStatus, EmbeddedWorkers, _ensure_not_running

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import health
+from ..runtime.backend import ConcurrencyBackend, TaskHandle, backend_for_pool
 from ..worker import Worker, WorkerState, WorkerStatus
-from ..worker.backend import ConcurrencyBackend, TaskHandle, backend_for_pool
 from .errors import EmbedError, ForkedHandleError
 from .factory import FactorySpec, build_workers, client_from_environment
 from .hostlock import HostLock

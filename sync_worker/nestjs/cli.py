@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional, cast
 
 import click
 
-from ..worker.backend import POOL_ENV, check_pool, default_pool
+from ..runtime.backend import POOL_ENV, check_pool, default_pool
 from ..worker.cli import EXIT_USAGE, _autoscale, _Concurrency, _import_target, serve
 from .runtime import NestjsWorker
 from .steps import StepWorker

@@ -3,7 +3,7 @@
 The pieces are the Durable Workflow worker's own (``sync_worker.worker``): one concurrency
 backend (threads or gevent greenlets), a :class:`SlotPool` admitted through ``slots.admit`` so a
 worker never claims more tasks than it has slots -- with the memory admission gate
-(``sync_worker.worker.admission``; ``concurrency="adaptive"`` or a dict of knobs) asked before each
+(``sync_worker.runtime.admission``; ``concurrency="adaptive"`` or a dict of knobs) asked before each
 claim, so a worker short of memory leaves the task to another replica --, ``PollFailureBackoff``
 for a failing broker, the in-flight set for warm/cold shutdown and a ``StatusBoard`` for
 ``status()`` readiness/liveness.
@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Set,
 
 from .. import health
 from ..cancel import CancelToken
-from ..worker.admission import (
+from ..runtime.admission import (
     AdmissionGate,
     ConcurrencyOption,
     ControlLoop,
@@ -38,11 +38,11 @@ from ..worker.admission import (
     resolve_concurrency,
     start_control_loop,
 )
-from ..worker.backend import ConcurrencyBackend, TaskHandle, backend_for_pool, default_pool
-from ..worker.backoff import PollFailureBackoff
-from ..worker.inflight import InflightSet, InflightTask
-from ..worker.slots import SlotPool, admit
-from ..worker.status import RoleTracker, StatusBoard, WorkerState, WorkerStatus
+from ..runtime.backend import ConcurrencyBackend, TaskHandle, backend_for_pool, default_pool
+from ..runtime.backoff import PollFailureBackoff
+from ..runtime.inflight import InflightSet, InflightTask
+from ..runtime.slots import SlotPool, admit
+from ..runtime.status import RoleTracker, StatusBoard, WorkerState, WorkerStatus
 from ..worker.worker import ShutdownIncomplete
 from .bounds import encode_result
 from .descriptor import default_instance_id
@@ -190,7 +190,7 @@ class NestjsWorker:
         return self._board.state
 
     def status(self, **bounds: Any) -> WorkerStatus:
-        """Readiness and liveness, from any thread, without I/O (see ``sync_worker.worker.status``).
+        """Readiness and liveness, from any thread, without I/O (see ``sync_worker.runtime.status``).
 
         ``concurrency`` carries the step slots' mode, limit, memory figures and gate state.
         """

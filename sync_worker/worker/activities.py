@@ -43,7 +43,7 @@ from ..errors import (
 )
 from ..interceptors import ActivityInterceptorContext, WorkerInterceptor
 from ..payloads import decode_arguments, envelope
-from .inflight import InflightTask
+from ..runtime.inflight import InflightTask
 from .interception import chain
 from .outcomes import OutcomeAbandoned, deliver, lease_deadline
 from .results import not_encodable, not_encodable_failure

@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
 import click
 
-from .backend import POOL_ENV, check_pool, default_pool
+from ..runtime.backend import POOL_ENV, check_pool, default_pool
 from .worker import ShutdownIncomplete, Worker
 
 __all__ = [

@@ -8,11 +8,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
+from ..runtime.inflight import InflightTask
+from ..runtime.metrics import TASK_DURATION, TASKS
+from ..runtime.slots import Slot
 from .activities import run_activity_task
-from .inflight import InflightTask
 from .malformed import reject_malformed
-from .metrics import TASK_DURATION, TASKS
-from .slots import Slot
 from .workflow_tasks import run_query_task, run_workflow_task
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -16,12 +16,12 @@ from typing import Any, Callable, Dict, Optional
 
 from ..cancel import CancelToken
 from ..errors import ServerError, WorkerShutdown
-from .backend import ConcurrencyBackend
-from .backoff import PollFailureBackoff
-from .metrics import POLL_DURATION, POLLS, MetricsRecorder
+from ..runtime.backend import ConcurrencyBackend
+from ..runtime.backoff import PollFailureBackoff
+from ..runtime.metrics import POLL_DURATION, POLLS, MetricsRecorder
+from ..runtime.slots import Slot, SlotPool, admit
+from ..runtime.status import RoleTracker
 from .recovery import ServerContact, unreachable
-from .slots import Slot, SlotPool, admit
-from .status import RoleTracker
 
 __all__ = ["Poller", "poll_timeout_seconds"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from .metrics import (
+from ..runtime.metrics import (
     ADMISSION_DEFERRALS,
     ADMISSION_DEFERRING,
     ADMISSION_WAITING,
@@ -60,7 +60,7 @@ _LABELS = {
 
 
 class PrometheusMetrics:
-    """A :class:`~sync_worker.worker.metrics.MetricsRecorder` backed by ``prometheus_client``.
+    """A :class:`~sync_worker.runtime.metrics.MetricsRecorder` backed by ``prometheus_client``.
 
     ``registry`` defaults to the global ``prometheus_client.REGISTRY``. Metrics are created on
     first use; a metric not known here takes the label names of its first observation, and

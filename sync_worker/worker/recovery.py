@@ -24,9 +24,9 @@ from typing import Any, Callable, List, Optional
 
 from ..cancel import CancelToken
 from ..errors import ServerError, TransportError, WorkerShutdown
-from .backend import ConcurrencyBackend
-from .backoff import poll_error_summary
-from .status import RoleTracker
+from ..runtime.backend import ConcurrencyBackend
+from ..runtime.backoff import poll_error_summary
+from ..runtime.status import RoleTracker
 
 __all__ = ["HEARTBEAT_RETRY_CEILING_SECONDS", "ServerContact", "run_heartbeat", "unreachable"]
 

@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 
 from ..errors import ServerUnavailable, TransportError, WorkerShutdown
 from ..failure_reports import task_failure_note
-from .backend import EventLike
+from ..runtime.backend import EventLike
 
 __all__ = ["TERMINAL_STATUSES", "wait_until_terminal"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, List, Sequence
 
-from .backend import TaskHandle
+from ..runtime.backend import TaskHandle
+from ..runtime.status import WorkerState
 from .deregistration import deregister
-from .status import WorkerState
 
 if TYPE_CHECKING:  # pragma: no cover
     from .worker import Worker

@@ -33,22 +33,12 @@ from ..errors import (
     WorkerShutdown,
 )
 from ..interceptors import WorkerInterceptor
-from . import dispatch, joining, shutdown, workflow_support
-from .activities import activity_map
-from .admission import AdmissionGate, ConcurrencyOption, ControlLoop, resolve_concurrency, start_control_loop
-from .backend import ConcurrencyBackend, SchedulerMonitor, TaskHandle, backend_for_pool, default_pool
-from .inflight import InflightSet
-from .interception import checked_interceptors
-from .metrics import MetricsRecorder, NoopMetrics
-from .pollers import Poller, poll_timeout_seconds
-from .recovery import ServerContact, run_heartbeat
-from .registration import (
-    ProcessMetrics,
-)
-from .run_until import wait_until_terminal
-from .shutdown import ShutdownIncomplete
-from .slots import Slot, SlotPool
-from .status import (
+from ..runtime.admission import AdmissionGate, ConcurrencyOption, ControlLoop, resolve_concurrency, start_control_loop
+from ..runtime.backend import ConcurrencyBackend, SchedulerMonitor, TaskHandle, backend_for_pool, default_pool
+from ..runtime.inflight import InflightSet
+from ..runtime.metrics import MetricsRecorder, NoopMetrics
+from ..runtime.slots import Slot, SlotPool
+from ..runtime.status import (
     DEFAULT_EVENT_LOOP_STALL_SECONDS,
     RoleTracker,
     StatusBoard,
@@ -56,6 +46,16 @@ from .status import (
     WorkerStatus,
     default_request_bounds,
 )
+from . import dispatch, joining, shutdown, workflow_support
+from .activities import activity_map
+from .interception import checked_interceptors
+from .pollers import Poller, poll_timeout_seconds
+from .recovery import ServerContact, run_heartbeat
+from .registration import (
+    ProcessMetrics,
+)
+from .run_until import wait_until_terminal
+from .shutdown import ShutdownIncomplete
 from .sticky import StickyWorkflowCache
 
 __all__ = ["ShutdownIncomplete", "Worker"]

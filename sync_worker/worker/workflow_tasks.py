@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 from ..errors import PayloadError, ServerError, WorkerShutdown
 from ..interceptors import QueryTaskInterceptorContext, WorkerInterceptor, WorkflowTaskInterceptorContext
 from ..protocol import reasons
-from .inflight import InflightTask
+from ..runtime.inflight import InflightTask
 from .interception import chain
 from .outcomes import OutcomeAbandoned, deliver, lease_deadline
 from .sticky import CachedRun, StickyWorkflowCache, run_sticky_task

@@ -22,8 +22,8 @@ import pytest
 
 from sync_worker import activity, errors, workflow
 from sync_worker.client import Client
+from sync_worker.runtime.metrics import TASKS
 from sync_worker.worker import InMemoryMetrics, Worker
-from sync_worker.worker.metrics import TASKS
 
 from . import _message_shapes as shapes
 from ._message_shapes import BATCH_DRAIN, STOP_FIRST, TaskGate, history, kinds, running_workers, stranded

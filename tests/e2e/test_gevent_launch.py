@@ -49,7 +49,7 @@ def client(dev_server_session: Any) -> Iterator[Client]:
 def test_gevent_pool_in_an_unpatched_process_is_refused_with_the_fix() -> None:
     result = _python("""
         from sync_worker.worker import Worker
-        from sync_worker.worker.gevent_backend import GeventNotPatched
+        from sync_worker.runtime.gevent_backend import GeventNotPatched
         try:
             Worker(object(), task_queue="q", pool="gevent")
         except GeventNotPatched as error:

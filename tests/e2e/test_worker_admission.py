@@ -18,8 +18,8 @@ import pytest
 from sync_worker import activity
 from sync_worker.client import Client
 from sync_worker.devserver import DevServer
+from sync_worker.runtime.metrics import ADMISSION_DEFERRALS, CONCURRENCY_LIMIT, MEMORY_USAGE
 from sync_worker.worker import InMemoryMetrics, WorkerState
-from sync_worker.worker.metrics import ADMISSION_DEFERRALS, CONCURRENCY_LIMIT, MEMORY_USAGE
 
 from ._worker_support import RunningWorker, make_worker, unique_queue, wait_for
 

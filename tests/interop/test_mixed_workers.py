@@ -23,10 +23,10 @@ from durable_workflow import Worker as SdkWorker
 from sync_worker.client import Client
 from sync_worker.devserver import DevServer
 from sync_worker.worker import InMemoryMetrics, Worker
+from tests._import_swap import load_with_sync_worker_imports
 from tests.e2e._worker_support import RunningWorker, wait_for
 from tests.interop import _sdk_authored_workflows as sdk_module
 from tests.interop._sdk import run, with_worker
-from tests._import_swap import load_with_sync_worker_imports
 from tests.interop.test_import_swap import SWAPPED_NAME, load_swapped_module
 
 EXPECTED_ORDER = {"greeting": "hello ada", "marker": "marker-21", "version": 2, "approved": True,

@@ -135,7 +135,7 @@ def test_the_worker_in_process_reports_ready_and_stops_clean(client: Any) -> Non
 
     from sync_worker import health
     from sync_worker.nestjs import NestjsWorker, StepWorker
-    from sync_worker.worker.status import WorkerState
+    from sync_worker.runtime.status import WorkerState
 
     steps = StepWorker()
     steps.register("probe.echo", lambda data: data)
@@ -164,7 +164,7 @@ def test_the_memory_gate_is_asked_before_a_job_is_claimed(client: Any) -> None:
     import threading
 
     from sync_worker.nestjs import NestjsWorker, StepWorker
-    from sync_worker.worker.admission import MemoryProbe
+    from sync_worker.runtime.admission import MemoryProbe
 
     usage = {"bytes": 100}
     probe = MemoryProbe(usage_reader=lambda: usage["bytes"], limit_reader=lambda: 1000)

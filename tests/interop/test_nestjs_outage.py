@@ -22,7 +22,7 @@ redis = pytest.importorskip("redis")
 
 from sync_worker.nestjs import NestjsWorker, RedisTransport, StepWorker  # noqa: E402
 from sync_worker.nestjs.bullmq import BullQueue  # noqa: E402
-from sync_worker.worker.status import WorkerState  # noqa: E402
+from sync_worker.runtime.status import WorkerState  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(120)]
 

@@ -217,7 +217,7 @@ def worker_command(obj: Any, /, queues: Optional[str], exclude_queues: Optional[
                    soft_time_limit: Optional[float], beat: bool, detach: bool, pidfile: Optional[str],
                    logfile: Optional[str], **harmless: Any) -> None:
     """Serve the app's tasks and canvases on the given queues until signalled."""
-    from sync_worker.worker.backend import POOL_ENV, check_pool, default_pool
+    from sync_worker.runtime.backend import POOL_ENV, check_pool, default_pool
 
     if detach:
         raise click.UsageError("-D/--detach is not supported: run the worker under your process manager "

@@ -18,7 +18,7 @@ from gevent import monkey
 
 from sync_worker import activity
 from sync_worker.client import Client
-from sync_worker.worker.gevent_backend import HUB_MONITOR_ENV, hub_monitor_interval
+from sync_worker.runtime.gevent_backend import HUB_MONITOR_ENV, hub_monitor_interval
 
 from .._worker_support import RunningWorker, make_worker, unique_queue, wait_for
 

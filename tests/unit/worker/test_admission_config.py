@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sync_worker.worker.admission import DEFAULTS, resolve_concurrency
+from sync_worker.runtime.admission import DEFAULTS, resolve_concurrency
 
 
 def test_fixed_n_is_never_gated() -> None:

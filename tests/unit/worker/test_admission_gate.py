@@ -10,9 +10,9 @@ from typing import Any, List, Optional
 
 import pytest
 
-from sync_worker.worker.admission import AdmissionGate, MemoryProbe, resolve_concurrency
-from sync_worker.worker.admission.peak import PeakTracker
-from sync_worker.worker.metrics import (
+from sync_worker.runtime.admission import AdmissionGate, MemoryProbe, resolve_concurrency
+from sync_worker.runtime.admission.peak import PeakTracker
+from sync_worker.runtime.metrics import (
     ADMISSION_DEFERRALS,
     ADMISSION_DEFERRING,
     CONCURRENCY_LIMIT,
@@ -181,7 +181,7 @@ def test_latch_releases_when_nothing_is_in_flight_or_a_tick_sees_room(caplog: py
     gate = machine.gate({"start": 8, "max": 8})
     machine.run_solo(gate, "r", 200 * MB)
     held = [gate.try_reserve() for _ in range(3)]
-    with caplog.at_level(logging.INFO, logger="sync_worker.worker.admission"):
+    with caplog.at_level(logging.INFO, logger="sync_worker.runtime.admission"):
         assert gate.try_reserve() is None and gate.try_reserve() is None  # logged once
         gate.tick()  # usage 10 % <= resume 65 %: the tick opens the latch
         assert not gate.deferring
@@ -666,7 +666,7 @@ class _InlineBackend:
 @pytest.mark.parametrize("option,idle_wait", [(4, 30.0), ("adaptive", 2.0)])
 def test_control_loop_idles_quietly_only_for_a_fixed_limit(option: Any, idle_wait: float) -> None:
     """An idle fixed-limit worker ticks every 30 s (nothing to adjust); adaptive keeps tickMs."""
-    from sync_worker.worker.admission import start_control_loop
+    from sync_worker.runtime.admission import start_control_loop
 
     machine = Machine()
     gate = machine.gate(option)
@@ -684,7 +684,7 @@ def test_control_loop_idles_quietly_only_for_a_fixed_limit(option: Any, idle_wai
 
 def test_a_pollers_reservation_is_not_work_for_the_quiet_control_loop() -> None:
     """Every poller holds a slot for its long poll: an idle worker always has one reservation."""
-    from sync_worker.worker.admission import start_control_loop
+    from sync_worker.runtime.admission import start_control_loop
 
     gate = Machine().gate(4)
     polling = gate.try_reserve()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, Optional
 
-from sync_worker.worker.admission import MemoryProbe
+from sync_worker.runtime.admission import MemoryProbe
 
 MIB = 1024 * 1024
 

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from sync_worker.worker.admission import AdmissionGate, MemoryProbe, resolve_concurrency
-from sync_worker.worker.admission.peak import PeakTracker, read_rss_and_hwm
+from sync_worker.runtime.admission import AdmissionGate, MemoryProbe, resolve_concurrency
+from sync_worker.runtime.admission.peak import PeakTracker, read_rss_and_hwm
 
 MIB = 1024 * 1024
 

@@ -6,7 +6,7 @@ from typing import List, Tuple
 import pytest
 
 from sync_worker.errors import Forbidden, ServerError, TransportError, Unauthorized
-from sync_worker.worker.backoff import PollFailureBackoff, poll_error_summary
+from sync_worker.runtime.backoff import PollFailureBackoff, poll_error_summary
 
 
 class FakeClock:

@@ -18,17 +18,17 @@ import gevent
 import pytest
 from gevent import monkey
 
-from sync_worker.worker import Worker
-from sync_worker.worker import gevent_backend as gb
-from sync_worker.worker.backend import (
+from sync_worker.runtime.backend import (
     ThreadBackend,
     backend_for_pool,
     check_pool,
     default_pool,
     normalize_pool,
 )
+from sync_worker.runtime.status import StatusBoard, WorkerState
+from sync_worker.worker import Worker
+from sync_worker.runtime import gevent_backend as gb
 from sync_worker.worker.cli import load_worker
-from sync_worker.worker.status import StatusBoard, WorkerState
 
 from .fakes import FakeClient
 from .test_status import Clock, make_board, start

@@ -4,8 +4,8 @@ import threading
 import time
 
 from sync_worker.cancel import CancelToken
-from sync_worker.worker.backend import ThreadBackend
-from sync_worker.worker.slots import SlotPool, admit
+from sync_worker.runtime.backend import ThreadBackend
+from sync_worker.runtime.slots import SlotPool, admit
 
 
 def test_admission_is_bounded_and_release_frees_a_slot() -> None:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from sync_worker.errors import TransportError
-from sync_worker.worker.status import RoleTracker, StatusBoard, WorkerState
+from sync_worker.runtime.status import RoleTracker, StatusBoard, WorkerState
 
 
 class Clock:

@@ -6,8 +6,8 @@ import threading
 import time
 from typing import List
 
-from sync_worker.worker.backend import ThreadBackend
-from sync_worker.worker.thread_reuse import ReusableThreads
+from sync_worker.runtime.backend import ThreadBackend
+from sync_worker.runtime.thread_reuse import ReusableThreads
 
 
 def _wait(predicate, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]

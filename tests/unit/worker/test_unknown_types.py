@@ -9,9 +9,9 @@ from typing import Any, Dict, List
 import pytest
 
 from sync_worker import activity
+from sync_worker.runtime.backend import backend_for_pool
+from sync_worker.runtime.inflight import InflightTask
 from sync_worker.worker.activities import activity_map, run_activity_task
-from sync_worker.worker.backend import backend_for_pool
-from sync_worker.worker.inflight import InflightTask
 
 
 @activity.defn(name="known.one")

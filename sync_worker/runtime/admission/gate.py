@@ -49,7 +49,7 @@ __all__ = ["AdmissionGate", "ControlLoop", "Reservation", "start_control_loop"]
 # admission check just before its poll): one file read less per task.
 _START_READING_MAX_AGE = 0.1
 
-logger = logging.getLogger("sync_worker.worker.admission")
+logger = logging.getLogger("sync_worker.runtime.admission")
 
 _MIB = 1024.0 * 1024.0
 

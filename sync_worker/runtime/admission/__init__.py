@@ -2,7 +2,7 @@
 
 Small API (nothing here knows the Durable Workflow ``Worker``)::
 
-    from sync_worker.worker.admission import AdmissionGate, resolve_concurrency, start_control_loop
+    from sync_worker.runtime.admission import AdmissionGate, resolve_concurrency, start_control_loop
 
     gate = AdmissionGate(resolve_concurrency("adaptive"))     # or N, or {"max": 16, ...}
     loop = start_control_loop(gate, backend)                  # ticks every tick_ms

@@ -281,7 +281,7 @@ def check_pool(pool: str) -> str:
     """Validate ``pool`` for this process without building anything; returns its canonical name.
 
     Raises ValueError for an unknown name and
-    :class:`~sync_worker.worker.gevent_backend.GeventNotPatched` (a RuntimeError) when gevent
+    :class:`~sync_worker.runtime.gevent_backend.GeventNotPatched` (a RuntimeError) when gevent
     is asked for in a process that was not monkey-patched first.
     """
     name = normalize_pool(pool)

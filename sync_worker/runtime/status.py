@@ -14,7 +14,7 @@ workers stay live but are not ready; stopped and failed workers are neither. Mis
 observations are ``None``, never success.
 
 Under a cooperative backend the event loop is the scheduler itself (the gevent hub): a
-:class:`~sync_worker.worker.backend.SchedulerMonitor` attached to the board measures how
+:class:`~sync_worker.runtime.backend.SchedulerMonitor` attached to the board measures how
 long the hub has not run, and a hub blocked for longer than ``event_loop_stall_seconds``
 makes the worker not live with a reason that says so. Locks here come from the backend's
 ``native_lock`` so a real OS thread can take a snapshot while the hub is stuck.
