@@ -53,8 +53,8 @@ def main(ceiling_mb: Optional[int]) -> None:
         client = Client(server.url)
         worker = build(client)
         if ceiling_mb:
-            probe = worker._act_gate.probe  # demo only: a smaller ceiling than this machine's
-            worker._act_gate.probe = MemoryProbe(usage_reader=lambda: probe.usage().usage_bytes,
+            probe = worker.activity_gate.probe  # demo only: a smaller ceiling than this machine's
+            worker.activity_gate.probe = MemoryProbe(usage_reader=lambda: probe.usage().usage_bytes,
                                                  limit_reader=lambda: ceiling_mb * MIB)
         runner = threading.Thread(target=worker.run, daemon=True)
         runner.start()

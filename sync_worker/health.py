@@ -18,16 +18,22 @@ import threading
 import weakref
 from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Protocol, Tuple
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .runtime.status import WorkerStatus
-    from .worker.worker import Worker
+from .runtime.status import WorkerStatus
+
+
+class Probed(Protocol):
+    """Anything health can probe: a :class:`~sync_worker.Worker`, a ``NestjsWorker``, a runtime shell."""
+
+    def status(self) -> WorkerStatus: ...
+
 
 __all__ = [
     "LIVENESS_PATH",
     "READINESS_PATH",
     "HealthServer",
+    "Probed",
     "probe",
     "probe_json",
     "register",
@@ -40,12 +46,12 @@ LIVENESS_PATH = "/healthz"
 READINESS_PATH = "/readyz"
 
 _lock = threading.Lock()
-_workers: weakref.WeakSet[Worker] = weakref.WeakSet()
+_workers: weakref.WeakSet[Probed] = weakref.WeakSet()
 _order: Dict[int, int] = {}
 _counter = 0
 
 
-def register(worker: Worker) -> None:
+def register(worker: Probed) -> None:
     """Add a worker to this process's health registry (the Worker does this itself on run)."""
     global _counter
     with _lock:
@@ -55,14 +61,14 @@ def register(worker: Worker) -> None:
             _workers.add(worker)
 
 
-def unregister(worker: Worker) -> None:
+def unregister(worker: Probed) -> None:
     """Remove a worker from the registry (the Worker does this once its shutdown finished)."""
     with _lock:
         _workers.discard(worker)
         _order.pop(id(worker), None)
 
 
-def running_workers() -> List[Worker]:
+def running_workers() -> List[Probed]:
     """The registered workers, oldest first."""
     with _lock:
         return sorted(_workers, key=lambda w: _order.get(id(w), 0))
@@ -75,7 +81,7 @@ def status_to_dict(status: WorkerStatus) -> Dict[str, Any]:
     return data
 
 
-def probe(kind: str, workers: Optional[Iterable[Worker]] = None) -> Tuple[int, Dict[str, Any]]:
+def probe(kind: str, workers: Optional[Iterable[Probed]] = None) -> Tuple[int, Dict[str, Any]]:
     """``(http_status, body)`` for ``kind`` ``"live"`` or ``"ready"``.
 
     ``workers`` defaults to every worker registered in this process. With no worker at all
@@ -104,7 +110,7 @@ def probe(kind: str, workers: Optional[Iterable[Worker]] = None) -> Tuple[int, D
     return (200 if ok else 503), body
 
 
-def probe_json(kind: str, workers: Optional[Iterable[Worker]] = None) -> Tuple[int, bytes]:
+def probe_json(kind: str, workers: Optional[Iterable[Probed]] = None) -> Tuple[int, bytes]:
     """:func:`probe` with the body encoded as UTF-8 JSON."""
     code, body = probe(kind, workers)
     return code, json.dumps(body, sort_keys=True).encode("utf-8")

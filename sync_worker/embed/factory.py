@@ -126,7 +126,7 @@ def build_workers(
                 "or let the factory accept a pool argument"
             )
         if slots is not None and worker.max_concurrent_activity_tasks != slots:
-            worker._set_activity_concurrency(slots)
+            worker.configure_activity_concurrency(slots)
     return workers
 
 

@@ -1,54 +1,48 @@
-"""``NestjsWorker``: runs a :class:`StepWorker`'s steps from a transport on our worker runtime.
+"""``NestjsWorker``: runs a :class:`StepWorker`'s steps from a transport on the runtime shell.
 
-The pieces are the Durable Workflow worker's own (``sync_worker.worker``): one concurrency
+The transport is a task source (:class:`NestjsSource`) on the same
+:class:`~sync_worker.runtime.shell.RuntimeShell` as the Durable Workflow worker: one concurrency
 backend (threads or gevent greenlets), a :class:`SlotPool` admitted through ``slots.admit`` so a
 worker never claims more tasks than it has slots -- with the memory admission gate
 (``sync_worker.runtime.admission``; ``concurrency="adaptive"`` or a dict of knobs) asked before each
 claim, so a worker short of memory leaves the task to another replica --, ``PollFailureBackoff``
-for a failing broker, the in-flight set for warm/cold shutdown and a ``StatusBoard`` for
-``status()`` readiness/liveness.
+for a failing broker, and the shell's in-flight set, drain, cold kill and status board.
 
-Loops (each spawned on the backend):
+What is nestjs-specific lives here (the shell's loops, spawned by the source):
 
-* the **fetcher** takes a free slot, claims one task (non-blocking), and runs it in that slot; with
-  nothing to claim it keeps the slot and waits on the transport (BZPOPMIN on the queue markers,
-  or the SQL poll interval);
+* the **fetcher** (the intake loop) takes a free slot, claims one task (non-blocking), and runs it
+  in that slot; with nothing to claim it keeps the slot and waits on the transport (BZPOPMIN on
+  the queue markers, or the SQL poll interval);
 * the **keeper** renews the leases of every held task every ``lease/2`` s (BullMQ renews its locks
   the same way) and lets the transport do its periodic work (stalled checks, worker heartbeat keys);
-* the transport's own background loops (the Redis control channel).
+* the transport's own background loops (the Redis control channel);
+* results are settled with retries; at an incomplete stop held tasks are handed back.
 
-A transport implements :class:`StepTransport`; see ``redis_transport`` and ``pg_transport``.
+A transport implements :class:`StepTransport`; see ``redis_transport``, ``pg_transport`` and
+``sqs_transport``.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import logging
 import os
 import uuid
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
-from .. import health
 from ..cancel import CancelToken
-from ..runtime.admission import (
-    AdmissionGate,
-    ConcurrencyOption,
-    ControlLoop,
-    MemoryProbe,
-    resolve_concurrency,
-    start_control_loop,
-)
-from ..runtime.backend import ConcurrencyBackend, TaskHandle, backend_for_pool, default_pool
+from ..runtime.admission import AdmissionGate, ConcurrencyOption, MemoryProbe, resolve_concurrency
+from ..runtime.backend import ConcurrencyBackend, backend_for_pool, default_pool
 from ..runtime.backoff import PollFailureBackoff
-from ..runtime.inflight import InflightSet, InflightTask
+from ..runtime.inflight import InflightTask
+from ..runtime.shell import RuntimeShell, ShutdownIncomplete
 from ..runtime.slots import SlotPool, admit
 from ..runtime.status import RoleTracker, StatusBoard, WorkerState, WorkerStatus
-from ..worker.worker import ShutdownIncomplete
 from .bounds import encode_result
 from .descriptor import default_instance_id
 from .steps import StepWorker, step_id_of
 
-__all__ = ["Delivery", "NestjsWorker", "StepTransport"]
+__all__ = ["Delivery", "NestjsSource", "NestjsWorker", "ShutdownIncomplete", "StepTransport"]
 
 logger = logging.getLogger("sync_worker.nestjs")
 
@@ -116,206 +110,88 @@ class _Backoff(PollFailureBackoff):
         return self._route
 
 
-class NestjsWorker:
-    """Serve ``steps`` from ``transport`` until stopped (``run()`` blocks; ``stop()`` from anywhere).
+class NestjsSource:
+    """A nestjs-durable transport as a :class:`~sync_worker.runtime.shell.TaskSource`: the
+    fetcher (the intake loop), the lease keeper, the transport's own loops, settling results."""
 
-    ``concurrency`` is a fixed N, ``"adaptive"`` or a dict of knobs (docs/concurrency.md);
-    ``memory_probe`` is where the admission gate reads memory (default: cgroup, then /proc).
-    """
-
-    def __init__(
-        self,
-        steps: StepWorker,
-        transport: StepTransport,
-        *,
-        concurrency: ConcurrencyOption = 4,
-        pool: Optional[str] = None,
-        shutdown_timeout: float = 30.0,
-        instance_id: Optional[str] = None,
-        idle_wait: float = 1.0,
-        memory_probe: Optional[MemoryProbe] = None,
-    ) -> None:
-        if not steps.names:
-            raise ValueError("the StepWorker has no steps registered")
-        if shutdown_timeout < 0 or idle_wait <= 0:
-            raise ValueError("shutdown_timeout must be >= 0 and idle_wait > 0")
-        self.steps = steps
-        self.transport = transport
-        self.concurrency_config = resolve_concurrency(concurrency)
-        self.concurrency = self.concurrency_config.capacity
-        self.shutdown_timeout = float(shutdown_timeout)
-        self.idle_wait = float(idle_wait)
-        self.instance_id = instance_id or default_instance_id()
-        self.worker_id = self.instance_id
-        self.backend: ConcurrencyBackend = backend_for_pool(pool if pool is not None else default_pool())
-        self.pool = self.backend.name
-        b = self.backend
-        self._gate = AdmissionGate(self.concurrency_config, probe=memory_probe, clock=b.monotonic,
-                                   lock_factory=b.native_lock, event_factory=b.event, name="step",
-                                   tags={"task_kind": "step", "task_queue": transport.kind})
-        self._slots = SlotPool(b, "step", self.concurrency, self._gate)
-        self._control_loop: Optional[ControlLoop] = None
-        self._inflight = InflightSet(b)
-        self._board = StatusBoard(self.worker_id, "nestjs", transport.kind, b.monotonic, b.native_lock)
-        self._monitor = b.scheduler_monitor()
-        lease = max(1.0, float(transport.lease_seconds))
-        self._fetch_role = self._board.add_role(RoleTracker(
-            "step", b.monotonic, overdue_seconds=max(30.0, 2 * idle_wait), stall_seconds=max(120.0, 4 * lease),
-            is_poller=True, lock_factory=b.native_lock))
-        self._keeper_role = self._board.add_role(RoleTracker(
-            "lease", b.monotonic, overdue_seconds=lease, stall_seconds=2 * lease, is_poller=False,
-            lock_factory=b.native_lock))
-        self._lock = b.lock()
+    def __init__(self, owner: NestjsWorker, steps: StepWorker, transport: StepTransport, *, slots: SlotPool,
+                 backend: ConcurrencyBackend, fetch_role: RoleTracker, keeper_role: RoleTracker, idle_wait: float,
+                 describe: Callable[[], str]) -> None:
+        self.owner, self.steps, self.transport = owner, steps, transport
+        self.slots, self.backend = slots, backend
+        self.fetch_role, self.keeper_role = fetch_role, keeper_role
+        self.idle_wait = idle_wait
+        self._describe = describe
+        self.fetch_cancel = CancelToken(backend.event)
+        self.keeper_cancel = CancelToken(backend.event)
+        self._lock = backend.lock()
         self._held: Dict[int, Delivery] = {}
-        self._cancelled_runs: Dict[str, None] = {}
-        self._runs_lock = b.native_lock()
-        self._fetch_cancel = CancelToken(b.event)
-        self._keeper_cancel = CancelToken(b.event)
-        self._stop_requested = b.event()
-        self._cold = b.event()
-        self._run_started = False
-        self._opened = False
-        self._shutdown_started = False
-        self._shutdown_done = b.event()
-        self._shutdown_error: Optional[BaseException] = None
-        self._handles: List[TaskHandle] = []
-        self._fetcher: Optional[TaskHandle] = None
         self.completed = 0
         self.failed = 0
+        self.shell: Optional[RuntimeShell] = None
 
-    # -- public ----------------------------------------------------------------------------------
+    # -- TaskSource --------------------------------------------------------------------------
 
-    @property
-    def state(self) -> WorkerState:
-        return self._board.state
+    def join(self) -> None:
+        self.transport.open(self.steps.names, self.owner)
 
-    def status(self, **bounds: Any) -> WorkerStatus:
-        """Readiness and liveness, from any thread, without I/O (see ``sync_worker.runtime.status``).
-
-        ``concurrency`` carries the step slots' mode, limit, memory figures and gate state.
-        """
-        return dataclasses.replace(self._board.snapshot(**bounds), concurrency=self._gate.status())
-
-    def in_flight(self) -> int:
-        return self._inflight.count()
-
-    def heartbeat_status(self) -> Dict[str, Any]:
-        """The ``WorkerStatus`` object nestjs-durable reads from this worker's heartbeat key."""
-        status = self._gate.status().to_wire()
-        if "rssBytes" not in status:
-            rss = _rss_bytes()
-            if rss is not None:
-                status["rssBytes"] = rss
-        return status
-
-    def cancel_run(self, run_id: str) -> None:
-        """The engine cancelled ``run_id``: its running steps see ``ctx.cancelled``."""
-        with self._runs_lock:
-            self._cancelled_runs[run_id] = None
-            while len(self._cancelled_runs) > _CANCELLED_RUNS_KEPT:
-                self._cancelled_runs.pop(next(iter(self._cancelled_runs)))
-
-    def is_cancelled(self, run_id: str) -> bool:
-        with self._runs_lock:
-            return run_id in self._cancelled_runs
-
-    def run(self) -> None:
-        """Open the transport, serve steps until :meth:`stop`, then shut down (warm unless cold)."""
-        with self._lock:
-            if self._run_started or self._shutdown_started:
-                raise RuntimeError(f"nestjs worker {self.worker_id} was already run or stopped")
-            self._run_started = True
-        health.register(self)  # type: ignore[arg-type]  # duck-typed: health only calls status()
-        self._board.tick()
-        if self._monitor is not None:
-            self._monitor.start()
-            self._board.set_scheduler_monitor(self._monitor)
-        error: Optional[BaseException] = None
-        try:
-            self.transport.open(self.steps.names, self)
-            self._opened = True
-            self._board.registered()
-            self._control_loop = start_control_loop(self._gate, self.backend)
-            self._board.set_state(WorkerState.RUNNING)
-            logger.info("nestjs worker %s serving %s over %s (%s, %d slots)", self.worker_id,
-                        ", ".join(self.steps.names), self.transport.kind, self.pool, self.concurrency)
-            if self.concurrency_config.adaptive:
-                logger.info("step slots are adaptive (%d..%d) behind the memory admission gate",
-                            self.concurrency_config.min, self.concurrency_config.max)
-            self._start_loops()
-            self._supervise()
-        except BaseException as caught:
-            error = caught
-        try:
-            self.stop()
-        finally:
-            if error is not None and not isinstance(error, (KeyboardInterrupt, SystemExit)):
-                raise error
-
-    def stop(self, *, cold: bool = False) -> None:
-        """Stop claiming, let running steps finish within ``shutdown_timeout`` (``cold``: don't wait).
-
-        Unfinished steps are handed back to the broker (their result is never sent) and
-        :class:`~sync_worker.worker.ShutdownIncomplete` is raised.
-        """
-        self._stop_requested.set()
-        if cold:
-            self._cold.set()
-        self._gate.begin_drain()
-        self._fetch_cancel.cancel()
-        with self._lock:
-            performer = not self._shutdown_started
-            self._shutdown_started = True
-        if performer:
-            try:
-                self._shutdown()
-            except BaseException as error:
-                self._shutdown_error = error
-            finally:
-                if self._monitor is not None:
-                    self._board.set_scheduler_monitor(None)
-                    self._monitor.stop()
-                health.unregister(self)  # type: ignore[arg-type]
-                self._shutdown_done.set()
-        else:
-            while not self._shutdown_done.wait(_TICK_SECONDS):
-                self._board.tick()
-        if self._shutdown_error is not None:
-            raise self._shutdown_error
-
-    # -- loops -----------------------------------------------------------------------------------
-
-    def _start_loops(self) -> None:
-        spawn = self.backend.spawn
-        self._fetcher = spawn(f"nestjs-fetch-{self.worker_id}", self._fetch_loop)
-        self._handles.append(spawn(f"nestjs-keeper-{self.worker_id}", self._keeper_loop))
+    def start(self, shell: RuntimeShell) -> None:
+        self.shell = shell
+        worker_id = self.owner.worker_id
+        shell.spawn_loop(f"nestjs-fetch-{worker_id}", self._fetch_loop, role="fetch loop", critical=True, intake=True)
+        shell.spawn_loop(f"nestjs-keeper-{worker_id}", self._keeper_loop, role="lease keeper", critical=False)
         for name, loop in self.transport.background():
-            self._handles.append(spawn(f"nestjs-{name}-{self.worker_id}", self._guard(name, loop)))
+            shell.spawn_loop(f"nestjs-{name}-{worker_id}", functools.partial(loop, self.keeper_cancel),
+                             role=f"{name} loop", critical=False)
 
-    def _guard(self, name: str, loop: Callable[[CancelToken], None]) -> Callable[[], None]:
-        def run() -> None:
+    def stop_intake(self) -> None:
+        self.fetch_cancel.cancel()
+
+    def intake_grace(self) -> float:
+        return self.idle_wait + 5.0
+
+    def wind_down(self, deadline: float, *, stuck: bool) -> None:
+        self.keeper_cancel.cancel()
+
+    def hand_back(self) -> None:
+        for delivery in self._held_deliveries():
             try:
-                loop(self._keeper_cancel)
-            except Exception:
-                logger.exception("nestjs worker %s: the %s loop died", self.worker_id, name)
-        return run
+                self.transport.release(delivery)
+            except Exception as error:
+                logger.warning("step %s: could not hand it back (%s); its lease will lapse",
+                               delivery.step_id, type(error).__name__)
 
-    def _supervise(self) -> None:
-        while not self._stop_requested.wait(_TICK_SECONDS):
-            self._board.tick()
-            if self._fetcher is not None and not self._fetcher.is_alive() and not self._stop_requested.is_set():
-                raise RuntimeError(f"nestjs worker {self.worker_id}: the fetch loop exited")
-        self._board.tick()
+    def close(self, *, clean: bool, deadline: float) -> None:
+        try:
+            self.transport.close(clean=clean)
+        except Exception as error:
+            logger.warning("nestjs worker %s: closing the transport failed (%s)", self.owner.worker_id,
+                           type(error).__name__)
+        if clean:
+            logger.info("nestjs worker %s stopped", self.owner.worker_id)
+
+    def abort(self) -> None:
+        """The broker was unreachable (or refused us): nothing ran; close what open() left."""
+        self.transport.close(clean=False)
+
+    def describe_running(self) -> str:
+        return self._describe()
+
+    def describe_incomplete(self, why: str, running: Sequence[str]) -> str:
+        return (f"nestjs worker {self.owner.worker_id}: {why} with steps still running ({', '.join(running)}); "
+                "they were handed back to the broker without a result")
+
+    # -- loops -------------------------------------------------------------------------------
 
     def _fetch_loop(self) -> None:
-        tracker = self._fetch_role
+        tracker = self.fetch_role
         backoff = _Backoff(f"{self.transport.kind}:claim")
         tracker.started()
         slot: Any = None
         try:
-            while not self._fetch_cancel.cancelled:
+            while not self.fetch_cancel.cancelled:
                 if slot is None:  # claim only with a free slot in hand: never more work than slots
-                    slot = admit(self._slots, self._fetch_cancel)
+                    slot = admit(self.slots, self.fetch_cancel)
                     if slot is None:
                         break
                 tracker.request_started()
@@ -325,7 +201,7 @@ class NestjsWorker:
                         self.transport.wait_for_work(self.idle_wait)
                 except Exception as error:
                     tracker.request_failed(error)
-                    self._fetch_cancel.wait(backoff.next_delay(error))
+                    self.fetch_cancel.wait(backoff.next_delay(error))
                     continue
                 tracker.request_succeeded()
                 backoff.reset()
@@ -338,27 +214,29 @@ class NestjsWorker:
             tracker.exited()
 
     def _spawn(self, delivery: Delivery, slot: Any) -> None:
-        inflight = InflightTask(self.backend, "step", delivery.step_id)
-        key = self._inflight.add(inflight)
+        assert self.shell is not None
+        key = id(delivery)
         with self._lock:
             self._held[key] = delivery
+        slot.started(str(delivery.task.get("name") or ""))
 
-        def execute() -> None:
-            ok = False
-            slot.started(str(delivery.task.get("name") or ""))
+        def body(inflight: InflightTask) -> str:
             try:
                 result = self.steps.process_task(delivery.task, heartbeat=lambda: self._beat(delivery),
-                                                 is_cancelled=self.is_cancelled)
-                ok = result.get("status") == "completed"
+                                                 is_cancelled=self.owner.is_cancelled)
                 if inflight.claim_report():
                     self._settle(delivery, result)
+                return "completed" if result.get("status") == "completed" else "failed"
             finally:
                 with self._lock:
                     self._held.pop(key, None)
-                self._inflight.remove(key)
-                slot.release(ok=ok)
 
-        inflight.handle = self.backend.spawn(f"nestjs-step-{delivery.step_id}", execute)
+        try:
+            self.shell.spawn_task("step", delivery.step_id, slot, body)
+        except BaseException:
+            with self._lock:
+                self._held.pop(key, None)
+            raise
 
     def _settle(self, delivery: Delivery, result: Dict[str, Any]) -> None:
         payload = encode_result(result)
@@ -397,13 +275,13 @@ class NestjsWorker:
             return list(self._held.values())
 
     def _keeper_loop(self) -> None:
-        tracker = self._keeper_role
+        tracker = self.keeper_role
         tracker.started()
         clock = self.backend.monotonic
         next_renew = clock() + self.transport.lease_seconds / 2.0
         failures_logged: Set[str] = set()
         try:
-            while not self._keeper_cancel.wait(_TICK_SECONDS):
+            while not self.keeper_cancel.wait(_TICK_SECONDS):
                 now = clock()
                 tracker.request_started()
                 try:
@@ -419,7 +297,7 @@ class NestjsWorker:
                     if summary not in failures_logged:
                         failures_logged.add(summary)
                         logger.warning("nestjs worker %s: lease renewal / upkeep failed (%s); retrying",
-                                       self.worker_id, summary)
+                                       self.owner.worker_id, summary)
                     next_renew = min(next_renew, now + 1.0)
                     continue
                 failures_logged.clear()
@@ -427,60 +305,128 @@ class NestjsWorker:
         finally:
             tracker.exited()
 
-    # -- shutdown --------------------------------------------------------------------------------
 
-    def _shutdown(self) -> None:
-        if not self._run_started:
-            self._board.set_state(WorkerState.STOPPED)
-            return
-        if not self._opened:  # the broker was unreachable (or refused us): nothing ran
-            self._board.set_state(WorkerState.FAILED)
-            try:
-                self.transport.close(clean=False)
-            except Exception:  # a half-open transport may fail to close; it holds nothing
-                pass
-            return
-        self._board.set_state(WorkerState.DRAINING)
-        clock = self.backend.monotonic
-        deadline = clock() + self.shutdown_timeout
-        logger.info("nestjs worker %s stopping: draining %d step(s) within %.1f s", self.worker_id,
-                    self._inflight.count(), self.shutdown_timeout)
-        if self._fetcher is not None:
-            self._fetcher.join(max(0.0, min(self.idle_wait + 5.0, deadline - clock())))
-        drained = self._inflight.wait_empty(deadline, tick=self._board.tick, interrupted=self._cold.is_set)
-        running = [f"step:{t.task_id}" for t in self._inflight.snapshot()]
-        if not drained:
-            for inflight in self._inflight.snapshot():
-                inflight.abandon()
-            for delivery in self._held_deliveries():
-                try:
-                    self.transport.release(delivery)
-                except Exception as error:
-                    logger.warning("step %s: could not hand it back (%s); its lease will lapse",
-                                   delivery.step_id, type(error).__name__)
-            if self._cold.is_set():
-                killed = sum(1 for t in self._inflight.snapshot()
-                             if t.handle is not None and self.backend.kill(t.handle))
-                if killed:
-                    logger.warning("nestjs worker %s cold stop: killed %d step(s)", self.worker_id, killed)
-        self._keeper_cancel.cancel()
-        if self._control_loop is not None:
-            self._control_loop.stop()
-        for handle in self._handles:
-            handle.join(max(0.0, min(5.0, deadline - clock())))
-        try:
-            self.transport.close(clean=drained)
-        except Exception as error:
-            logger.warning("nestjs worker %s: closing the transport failed (%s)", self.worker_id,
-                           type(error).__name__)
-        if not drained:
-            self._board.set_state(WorkerState.FAILED)
-            why = "cold stop requested" if self._cold.is_set() else "shutdown deadline reached"
-            raise ShutdownIncomplete(
-                f"nestjs worker {self.worker_id}: {why} with steps still running ({', '.join(running)}); "
-                "they were handed back to the broker without a result", running)
-        self._board.set_state(WorkerState.STOPPED)
-        logger.info("nestjs worker %s stopped", self.worker_id)
+class NestjsWorker:
+    """Serve ``steps`` from ``transport`` until stopped (``run()`` blocks; ``stop()`` from anywhere).
+
+    ``concurrency`` is a fixed N, ``"adaptive"`` or a dict of knobs (docs/concurrency.md);
+    ``memory_probe`` is where the admission gate reads memory (default: cgroup, then /proc).
+    """
+
+    def __init__(
+        self,
+        steps: StepWorker,
+        transport: StepTransport,
+        *,
+        concurrency: ConcurrencyOption = 4,
+        pool: Optional[str] = None,
+        shutdown_timeout: float = 30.0,
+        instance_id: Optional[str] = None,
+        idle_wait: float = 1.0,
+        memory_probe: Optional[MemoryProbe] = None,
+    ) -> None:
+        if not steps.names:
+            raise ValueError("the StepWorker has no steps registered")
+        if shutdown_timeout < 0 or idle_wait <= 0:
+            raise ValueError("shutdown_timeout must be >= 0 and idle_wait > 0")
+        self.steps = steps
+        self.transport = transport
+        self.concurrency_config = resolve_concurrency(concurrency)
+        self.concurrency = self.concurrency_config.capacity
+        self.shutdown_timeout = float(shutdown_timeout)
+        self.idle_wait = float(idle_wait)
+        self.instance_id = instance_id or default_instance_id()
+        self.worker_id = self.instance_id
+        self.backend: ConcurrencyBackend = backend_for_pool(pool if pool is not None else default_pool())
+        self.pool = self.backend.name
+        b = self.backend
+        self.gate = AdmissionGate(self.concurrency_config, probe=memory_probe, clock=b.monotonic,
+                                  lock_factory=b.native_lock, event_factory=b.event, name="step",
+                                  tags={"task_kind": "step", "task_queue": transport.kind})
+        slots = SlotPool(b, "step", self.concurrency, self.gate)
+        board = StatusBoard(self.worker_id, "nestjs", transport.kind, b.monotonic, b.native_lock)
+        lease = max(1.0, float(transport.lease_seconds))
+        fetch_role = board.add_role(RoleTracker(
+            "step", b.monotonic, overdue_seconds=max(30.0, 2 * idle_wait), stall_seconds=max(120.0, 4 * lease),
+            is_poller=True, lock_factory=b.native_lock))
+        keeper_role = board.add_role(RoleTracker(
+            "lease", b.monotonic, overdue_seconds=lease, stall_seconds=2 * lease, is_poller=False,
+            lock_factory=b.native_lock))
+        self._cancelled_runs: Dict[str, None] = {}
+        self._runs_lock = b.native_lock()
+        #: The lifecycle every runtime shares (docs/runtime.md).
+        self.shell = RuntimeShell(label="nestjs worker", runtime_id=self.worker_id, backend=b, board=board,
+                                  shutdown_timeout=self.shutdown_timeout, task_queue=transport.kind, owner=self,
+                                  name_prefix="nestjs", interrupts_propagate=False)
+        self.shell.add_gate(self.gate)
+        #: The transport as the shell's task source.
+        self.source = NestjsSource(self, steps, transport, slots=slots, backend=b, fetch_role=fetch_role,
+                                   keeper_role=keeper_role, idle_wait=self.idle_wait, describe=self._describe)
+        self.shell.attach(self.source)
+
+    def _describe(self) -> str:
+        line = (f"nestjs worker {self.worker_id} serving {', '.join(self.steps.names)} over {self.transport.kind} "
+                f"({self.pool}, {self.concurrency} slots)")
+        if self.concurrency_config.adaptive:
+            line += (f"; step slots are adaptive ({self.concurrency_config.min}..{self.concurrency_config.max}) "
+                     "behind the memory admission gate")
+        return line
+
+    # -- public ----------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> WorkerState:
+        return self.shell.board.state
+
+    @property
+    def completed(self) -> int:
+        return self.source.completed
+
+    @property
+    def failed(self) -> int:
+        return self.source.failed
+
+    def status(self, **bounds: Any) -> WorkerStatus:
+        """Readiness and liveness, from any thread, without I/O (see ``sync_worker.runtime.status``).
+
+        ``concurrency`` carries the step slots' mode, limit, memory figures and gate state.
+        """
+        return self.shell.status(self.gate, **bounds)
+
+    def in_flight(self) -> int:
+        return self.shell.inflight.count()
+
+    def heartbeat_status(self) -> Dict[str, Any]:
+        """The ``WorkerStatus`` object nestjs-durable reads from this worker's heartbeat key."""
+        status = self.gate.status().to_wire()
+        if "rssBytes" not in status:
+            rss = _rss_bytes()
+            if rss is not None:
+                status["rssBytes"] = rss
+        return status
+
+    def cancel_run(self, run_id: str) -> None:
+        """The engine cancelled ``run_id``: its running steps see ``ctx.cancelled``."""
+        with self._runs_lock:
+            self._cancelled_runs[run_id] = None
+            while len(self._cancelled_runs) > _CANCELLED_RUNS_KEPT:
+                self._cancelled_runs.pop(next(iter(self._cancelled_runs)))
+
+    def is_cancelled(self, run_id: str) -> bool:
+        with self._runs_lock:
+            return run_id in self._cancelled_runs
+
+    def run(self) -> None:
+        """Open the transport, serve steps until :meth:`stop`, then shut down (warm unless cold)."""
+        self.shell.run()
+
+    def stop(self, *, cold: bool = False) -> None:
+        """Stop claiming, let running steps finish within ``shutdown_timeout`` (``cold``: don't wait).
+
+        Unfinished steps are handed back to the broker (their result is never sent) and
+        :class:`~sync_worker.runtime.shell.ShutdownIncomplete` is raised.
+        """
+        self.shell.stop(cold=cold)
 
 
 def _rss_bytes() -> Optional[int]:

@@ -43,6 +43,7 @@ from ..errors import (
 )
 from ..interceptors import ActivityInterceptorContext, WorkerInterceptor
 from ..payloads import decode_arguments, envelope
+from ..protocol import ActivityTask, WorkerPlane
 from ..runtime.inflight import InflightTask
 from .interception import chain
 from .outcomes import OutcomeAbandoned, deliver, lease_deadline
@@ -111,8 +112,8 @@ def _cancelled_failure() -> Dict[str, Any]:
 
 def run_activity_task(
     *,
-    client: Any,
-    task: Mapping[str, Any],
+    client: WorkerPlane,
+    task: ActivityTask,
     activities: Mapping[str, Callable[..., Any]],
     worker_id: str,
     task_queue: str,
@@ -121,13 +122,10 @@ def run_activity_task(
     namespace: Optional[str] = None,
 ) -> str:
     """Execute one leased activity task; returns the outcome name (for metrics and logs)."""
-    task_id = str(task.get("task_id", ""))
-    attempt_id = str(task.get("activity_attempt_id") or task.get("attempt_id") or "")
-    activity_type = str(task.get("activity_type") or "")
-    raw_attempt = task.get("attempt_number", 1)
-    attempt_number = raw_attempt if isinstance(raw_attempt, int) and not isinstance(raw_attempt, bool) else 1
+    task_id, attempt_id = task.task_id, task.attempt_id
+    activity_type, attempt_number = task.activity_type, task.attempt_number
 
-    deadline = lease_deadline(task)
+    deadline = lease_deadline(task.raw)
     label = f"activity {activity_type or '?'}[{attempt_id or task_id}]"
 
     def report_failure(failure: Dict[str, Any], what: str) -> None:
@@ -147,7 +145,7 @@ def run_activity_task(
         except Exception as error:  # refused: the server's timeouts recover an unreported attempt
             logger.warning("failed to report %s %s: %s", label, what, _refusal(error))
 
-    codec = task.get("payload_codec")
+    codec = task.payload_codec
     if codec != "avro":
         report_failure(
             {"message": f"cannot decode activity arguments with codec {codec!r}: unsupported_payload_codec",
@@ -156,7 +154,7 @@ def run_activity_task(
         )
         return "decode_error"
     try:
-        args = decode_arguments(task.get("arguments"), codec="avro")
+        args = decode_arguments(task.arguments, codec="avro")
     except PayloadError as error:
         failure = failure_from_exception(error, non_retryable=True)
         failure["message"] = f"cannot decode activity arguments: {error}"
@@ -178,7 +176,7 @@ def run_activity_task(
             attempt_number=attempt_number,
             task_queue=task_queue,
             worker_id=worker_id,
-            task_metadata=task,
+            task_metadata=task.raw,
         ),
         client=client,
         cancel=inflight.cancel,
@@ -197,7 +195,7 @@ def run_activity_task(
     try:
         try:
             result = execute(ActivityInterceptorContext(
-                worker_id=worker_id, task_queue=task_queue, task=task, activity_type=activity_type,
+                worker_id=worker_id, task_queue=task_queue, task=task.raw, activity_type=activity_type,
                 args=tuple(args), namespace=namespace,
             ))
         finally:

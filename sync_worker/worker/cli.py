@@ -221,7 +221,7 @@ def load_worker(
             "Worker(pool=...) unset (it follows SYNC_WORKER_POOL) or let the factory accept a pool argument"
         )
     if concurrency:
-        value._set_activity_concurrency(concurrency)
+        value.configure_activity_concurrency(concurrency)
     return value
 
 
@@ -342,7 +342,7 @@ def run_command(target: str, task_queue: Optional[str], concurrency: Union[int, 
         else:
             os.environ[POOL_ENV] = previous
     worker.max_startup_wait = max_startup_wait
-    worker._set_poller_counts(workflow=workflow_pollers, activity=activity_pollers)
+    worker.configure_pollers(workflow=workflow_pollers, activity=activity_pollers)
     logger.info("sync-worker %s: server %s, namespace %r, task queue %r, pool %s, slots %s workflow / %s activity, "
                 "pollers %d workflow / %d activity, %d workflow and %d activity type(s); start-up waits up to "
                 "%g s for the server",

@@ -14,6 +14,7 @@ import logging
 from typing import Any, Callable, Dict, Optional
 
 from ..errors import ServerError, TransportError
+from ..protocol import WorkerPlane
 
 __all__ = ["DeregistrationUnconfirmed", "deregister", "fenced_transport_delay"]
 
@@ -30,7 +31,7 @@ def fenced_transport_delay(attempt: int) -> float:
 
 
 def deregister(
-    client: Any,
+    client: WorkerPlane,
     *,
     worker_id: str,
     registration_token: Optional[str],

@@ -1,103 +1,108 @@
-"""Task dispatch of a :class:`~sync_worker.worker.worker.Worker`: each accepted task runs on a task
-of the backend holding its slot; malformed tasks are refused before anything runs; outcomes are
-counted. Functions over the worker (its methods delegate here) so ``worker.py`` stays one concept.
+"""Task dispatch of the Durable Workflow source: a polled task is parsed once (a malformed one is
+refused there), then runs on the runtime shell holding its slot; outcomes are counted.
+
+:class:`TaskDispatcher` holds its own collaborators (the shell, the worker plane, the registries,
+the interceptors, the sticky cache); the pollers hand it the wire objects they received.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
-from ..runtime.inflight import InflightTask
+from ..cancel import CancelToken
+from ..interceptors import WorkerInterceptor
+from ..protocol import ActivityTask, MalformedTask, QueryTask, WorkerPlane, WorkflowTask, parse_task
 from ..runtime.metrics import TASK_DURATION, TASKS
+from ..runtime.shell import RuntimeShell
 from ..runtime.slots import Slot
 from .activities import run_activity_task
-from .malformed import reject_malformed
+from .malformed import report_malformed
+from .sticky import StickyWorkflowCache
+from .workflow_support import WorkflowSet
 from .workflow_tasks import run_query_task, run_workflow_task
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .worker import Worker
-
-__all__ = ["dispatch_activity", "dispatch_workflow", "reject_if_malformed", "run_query", "spawn_task"]
+__all__ = ["TaskDispatcher"]
 
 logger = logging.getLogger("sync_worker.worker")
 
-# Task outcomes the adaptive controller counts as errors (its backpressure rule).
-ERROR_OUTCOMES = frozenset({"failed", "failed_non_retryable", "crashed", "complete_error"})
 
+class TaskDispatcher:
+    """Runs the tasks the pollers receive. ``workflow_executor`` / ``query_executor`` replace the
+    replay entry points (tests, custom front ends); ``None`` is the package's own."""
 
-def spawn_task(worker: Worker, kind: str, task: Dict[str, Any], slot: Slot,
-                body: Callable[[InflightTask], str]) -> None:
-    task_id = str(task.get("task_id", ""))
-    inflight = InflightTask(worker.backend, kind, task_id)
-    key = worker._inflight.add(inflight)
-    tags = {"task_kind": kind, "task_queue": worker.task_queue}
+    def __init__(
+        self,
+        *,
+        shell: RuntimeShell,
+        client: WorkerPlane,
+        worker_id: str,
+        task_queue: str,
+        namespace: Optional[str],
+        activities: Mapping[str, Callable[..., Any]],
+        workflows: WorkflowSet,
+        interceptors: Sequence[WorkerInterceptor],
+        sticky: StickyWorkflowCache,
+        build_id: Optional[str],
+        poll_cancel: CancelToken,
+    ) -> None:
+        self.shell, self.client = shell, client
+        self.worker_id, self.task_queue, self.namespace = worker_id, task_queue, namespace
+        self.activities, self.workflows = activities, workflows
+        self.interceptors, self.sticky, self.build_id = interceptors, sticky, build_id
+        self.poll_cancel = poll_cancel
+        #: the cloned worker plane query tasks are answered on (set when query polling starts)
+        self.query_client: Optional[WorkerPlane] = None
+        self.workflow_executor: Optional[Callable[..., Any]] = None
+        self.query_executor: Optional[Callable[..., Any]] = None
 
-    def execute() -> None:
-        outcome = "crashed"
+    def _tags(self, kind: str, outcome: str) -> Dict[str, str]:
+        return {"task_kind": kind, "task_queue": self.task_queue, "outcome": outcome}
+
+    def _parse(self, kind: str, raw: Dict[str, Any], slot: Optional[Slot]) -> Any:
+        """The typed task, or None after refusing a malformed one (counted, logged, reported)."""
         try:
-            outcome = body(inflight)
-        except BaseException as error:
-            if inflight.abandoned:  # e.g. killed by a cold stop at its next cooperative point
-                outcome = "abandoned"
-                logger.warning("%s task %s ended after it was abandoned (%s)", kind, task_id,
-                               type(error).__name__)
-            else:
-                logger.exception("%s task %s crashed the runtime", kind, task_id)
-        finally:
-            duration = worker.backend.monotonic() - inflight.started_at
-            worker.metrics.increment(TASKS, 1.0, dict(tags, outcome=outcome))
-            worker.metrics.record(TASK_DURATION, duration, dict(tags, outcome=outcome))
-            worker._inflight.remove(key)
-            slot.release(ok=outcome not in ERROR_OUTCOMES)
+            return parse_task(kind, raw)
+        except MalformedTask as error:
+            client = self.query_client if kind == "query" and self.query_client is not None else self.client
+            report_malformed(error, client=client, worker_id=self.worker_id, cancel=self.poll_cancel)
+            self.shell.metrics.increment(TASKS, 1.0, self._tags(kind, "malformed"))
+            if slot is not None:
+                slot.release()
+            return None
 
-    try:
-        inflight.handle = worker.backend.spawn_task(f"sync-worker-{kind}-{task_id}", execute)
-    except BaseException:
-        worker._inflight.remove(key)
-        slot.release()
-        raise
+    def activity(self, raw: Dict[str, Any], slot: Optional[Slot]) -> None:
+        assert slot is not None
+        task = self._parse("activity", raw, slot)
+        if not isinstance(task, ActivityTask):
+            return
+        slot.started(task.activity_type)
+        self.shell.spawn_task("activity", task.task_id, slot, lambda inflight: run_activity_task(
+            client=self.client, task=task, activities=self.activities, worker_id=self.worker_id,
+            task_queue=self.task_queue, inflight=inflight, interceptors=self.interceptors, namespace=self.namespace,
+        ))
 
-def reject_if_malformed(worker: Worker, kind: str, task: Dict[str, Any], slot: Optional[Slot]) -> bool:
-    """Never run a malformed task: count it, log it once, report it when identifiable."""
-    client = worker._query_client if kind == "query" else worker.client
-    if not reject_malformed(kind, task, client=client, worker_id=worker.worker_id, cancel=worker._poll_cancel):
-        return False
-    worker.metrics.increment(TASKS, 1.0, {"task_kind": kind, "task_queue": worker.task_queue, "outcome": "malformed"})
-    if slot is not None:
-        slot.release()
-    return True
+    def workflow(self, raw: Dict[str, Any], slot: Optional[Slot]) -> None:
+        assert slot is not None
+        task = self._parse("workflow", raw, slot)
+        if not isinstance(task, WorkflowTask):
+            return
+        self.shell.spawn_task("workflow", task.task_id, slot, lambda inflight: run_workflow_task(
+            client=self.client, task=task, registry=self.workflows.registry(), worker_id=self.worker_id,
+            task_queue=self.task_queue, inflight=inflight, sleep=self.shell.backend.sleep,
+            executor=self.workflow_executor, interceptors=self.interceptors, namespace=self.namespace,
+            sticky=self.sticky, build_id=self.build_id,
+        ))
 
-def dispatch_activity(worker: Worker, task: Dict[str, Any], slot: Optional[Slot]) -> None:
-    assert slot is not None
-    if reject_if_malformed(worker, "activity", task, slot):
-        return
-    slot.started(str(task.get("activity_type") or ""))
-    spawn_task(worker, "activity", task, slot, lambda inflight: run_activity_task(
-        client=worker.client, task=task, activities=worker.activities, worker_id=worker.worker_id,
-        task_queue=worker.task_queue, inflight=inflight, interceptors=worker.interceptors,
-        namespace=worker._namespace,
-    ))
-
-def dispatch_workflow(worker: Worker, task: Dict[str, Any], slot: Optional[Slot]) -> None:
-    assert slot is not None
-    if reject_if_malformed(worker, "workflow", task, slot):
-        return
-    spawn_task(worker, "workflow", task, slot, lambda inflight: run_workflow_task(
-        client=worker.client, task=task, registry=worker.workflows.registry(), worker_id=worker.worker_id,
-        task_queue=worker.task_queue, inflight=inflight, sleep=worker.backend.sleep,
-        executor=worker._workflow_executor, interceptors=worker.interceptors, namespace=worker._namespace,
-        sticky=worker._sticky, build_id=worker.build_id,
-    ))
-
-def run_query(worker: Worker, task: Dict[str, Any], slot: Optional[Slot]) -> None:
-    if reject_if_malformed(worker, "query", task, None):
-        return
-    started = worker.backend.monotonic()
-    outcome = run_query_task(client=worker._query_client, task=task, registry=worker.workflows.registry(),
-                             worker_id=worker.worker_id, cancel=worker._poll_cancel,
-                             executor=worker._query_executor, interceptors=worker.interceptors,
-                             task_queue=worker.task_queue, namespace=worker._namespace)
-    tags = {"task_kind": "query", "task_queue": worker.task_queue, "outcome": outcome}
-    worker.metrics.increment(TASKS, 1.0, tags)
-    worker.metrics.record(TASK_DURATION, worker.backend.monotonic() - started, tags)
+    def query(self, raw: Dict[str, Any], slot: Optional[Slot]) -> None:
+        task = self._parse("query", raw, None)
+        if not isinstance(task, QueryTask):
+            return
+        client = self.query_client if self.query_client is not None else self.client
+        started = self.shell.backend.monotonic()
+        outcome = run_query_task(client=client, task=task, registry=self.workflows.registry(),
+                                 worker_id=self.worker_id, cancel=self.poll_cancel, executor=self.query_executor,
+                                 interceptors=self.interceptors, task_queue=self.task_queue, namespace=self.namespace)
+        tags = self._tags("query", outcome)
+        self.shell.metrics.increment(TASKS, 1.0, tags)
+        self.shell.metrics.record(TASK_DURATION, self.shell.backend.monotonic() - started, tags)

@@ -1,16 +1,18 @@
 """How a worker joins the server at start-up: discovery, the compatibility check, registration.
 
 One attempt reads and checks the cluster info, decides what the worker advertises (fencing,
-query tasks, the sticky queue, command contracts) and registers; :func:`register` retries
-attempts through an unreachable or refusing server for ``max_startup_wait`` seconds (see
-``startup.retry_startup``) and keeps the fenced registration token and the heartbeat interval the
-server acknowledges.
+query tasks, the sticky queue, command contracts) and registers; :meth:`Registrar.register`
+retries attempts through an unreachable or refusing server for ``max_startup_wait`` seconds
+(see ``startup.retry_startup``) and keeps the fenced registration token and the heartbeat
+interval the server acknowledges.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from ..protocol import WorkerPlane
+from ..runtime.status import RoleTracker
 from .registration import (
     registration_body,
     valid_registration_token,
@@ -18,72 +20,109 @@ from .registration import (
     workflow_package_capabilities,
 )
 from .startup import retry_startup
-from .sticky import check_sticky_support
+from .sticky import StickyWorkflowCache, check_sticky_support
+from .workflow_support import WorkflowSet
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .worker import Worker
-
-__all__ = ["adopt_heartbeat_interval", "discover_and_register", "register"]
+__all__ = ["Registrar"]
 
 
-def register(worker: Worker) -> None:
-    """Register (retrying through start-up failures); raises when the server never accepts."""
-    tracker = worker._registration_role
-    tracker.request_started()
-    try:
-        ack, fenced = retry_startup(
-            lambda: discover_and_register(worker), url=str(getattr(worker.client, "base_url", "the server")),
-            max_wait=worker.max_startup_wait, clock=worker.backend.monotonic, wait=worker._stop_requested.wait)
-    except BaseException as error:
-        tracker.request_failed(error)
-        raise
-    if fenced:
-        token = valid_registration_token(ack if isinstance(ack, Mapping) else {}, worker.worker_id)
-        if token is None:
-            tracker.request_failed(RuntimeError())
-            raise RuntimeError(f"worker {worker.worker_id}: invalid registration_token acknowledgement")
-        worker._registration_token = token
-    adopt_heartbeat_interval(worker, ack)
-    tracker.request_succeeded()
-    worker._board.registered()
+class Registrar:
+    """The registration of one worker: what it advertises, the answer it keeps.
 
+    After :meth:`register`: ``registration_token`` (fenced servers), ``query_enabled`` (the
+    server hands out query tasks and the worker has workflows) and ``heartbeat_interval``.
+    """
 
-def discover_and_register(worker: Worker) -> Tuple[Any, bool]:
-    """One start-up attempt: read and check cluster info, then register; ``(ack, fenced)``."""
-    client = worker.client
-    client.validate_worker_compatibility(refresh=True)
-    capabilities: Mapping[str, Any] = client.server_capabilities() or {}
-    fencing = capabilities.get("worker_deregistration_fencing")
-    fenced = fencing is True or (isinstance(fencing, Mapping) and fencing.get("supported") is True)
-    worker._query_enabled = bool(worker.workflows) and capabilities.get("query_tasks") is True
-    check_sticky_support(worker._sticky, capabilities)
-    contracts = worker.workflows.command_contracts()
-    sticky = worker._sticky.enabled
-    body = registration_body(
-        worker_id=worker.worker_id,
-        task_queue=worker.task_queue,
-        workflow_types=worker.workflows.names(),
-        activity_types=list(worker.activities),
-        fingerprints=worker.workflows.fingerprints(),
-        command_contracts=contracts,
-        capabilities=worker_capabilities(
-            has_workflows=bool(worker.workflows), server_capabilities=capabilities,
-            workflow_capabilities=workflow_package_capabilities(),
-            has_updates=worker.workflows.has_updates(contracts), sticky=sticky,
-        ),
-        sticky=sticky,
-        build_id=worker.build_id,
-        max_concurrent_workflow_tasks=worker.max_concurrent_workflow_tasks,
-        max_concurrent_activity_tasks=worker.max_concurrent_activity_tasks,
-        task_slots=worker.task_slots(),
-        process_metrics=worker._process_metrics_sample(),
-    )
-    return client.register_worker(body), fenced
+    def __init__(
+        self,
+        *,
+        client: WorkerPlane,
+        worker_id: str,
+        task_queue: str,
+        build_id: Optional[str],
+        workflows: WorkflowSet,
+        activity_types: Callable[[], List[str]],
+        sticky: StickyWorkflowCache,
+        limits: Callable[[], Tuple[int, int]],
+        task_slots: Callable[[], Dict[str, int]],
+        process_metrics: Callable[[], Dict[str, Any]],
+        tracker: RoleTracker,
+        heartbeat_interval: float,
+        max_startup_wait: float,
+        clock: Callable[[], float],
+        stop_wait: Callable[[float], Any],
+        url: str,
+    ) -> None:
+        self.client = client
+        self.worker_id, self.task_queue, self.build_id = worker_id, task_queue, build_id
+        self.workflows = workflows
+        self._activity_types = activity_types
+        self.sticky = sticky
+        self._limits = limits
+        self._task_slots = task_slots
+        self._process_metrics = process_metrics
+        self.tracker = tracker
+        self.heartbeat_interval = float(heartbeat_interval)
+        self.max_startup_wait = max_startup_wait
+        self._clock, self._stop_wait, self._url = clock, stop_wait, url
+        self.registration_token: Optional[str] = None
+        self.query_enabled = False
 
+    def register(self) -> None:
+        """Register (retrying through start-up failures); raises when the server never accepts."""
+        tracker = self.tracker
+        tracker.request_started()
+        try:
+            ack, fenced = retry_startup(self.discover_and_register, url=self._url, max_wait=self.max_startup_wait,
+                                        clock=self._clock, wait=self._stop_wait)
+        except BaseException as error:
+            tracker.request_failed(error)
+            raise
+        if fenced:
+            token = valid_registration_token(ack if isinstance(ack, Mapping) else {}, self.worker_id)
+            if token is None:
+                tracker.request_failed(RuntimeError())
+                raise RuntimeError(f"worker {self.worker_id}: invalid registration_token acknowledgement")
+            self.registration_token = token
+        self.adopt_heartbeat_interval(ack)
+        tracker.request_succeeded()
 
-def adopt_heartbeat_interval(worker: Worker, ack: Any) -> None:
-    """Take the heartbeat interval the server acknowledged, when it gave a positive int."""
-    if isinstance(ack, Mapping):
-        advertised = ack.get("heartbeat_interval_seconds")
-        if isinstance(advertised, int) and not isinstance(advertised, bool) and advertised > 0:
-            worker.heartbeat_interval = float(advertised)
+    def discover_and_register(self) -> Tuple[Any, bool]:
+        """One start-up attempt: read and check cluster info, then register; ``(ack, fenced)``."""
+        client = self.client
+        client.validate_worker_compatibility(refresh=True)
+        capabilities: Mapping[str, Any] = client.server_capabilities() or {}
+        fencing = capabilities.get("worker_deregistration_fencing")
+        fenced = fencing is True or (isinstance(fencing, Mapping) and fencing.get("supported") is True)
+        self.query_enabled = bool(self.workflows) and capabilities.get("query_tasks") is True
+        check_sticky_support(self.sticky, capabilities)
+        contracts = self.workflows.command_contracts()
+        sticky = self.sticky.enabled
+        workflow_limit, activity_limit = self._limits()
+        body = registration_body(
+            worker_id=self.worker_id,
+            task_queue=self.task_queue,
+            workflow_types=self.workflows.names(),
+            activity_types=self._activity_types(),
+            fingerprints=self.workflows.fingerprints(),
+            command_contracts=contracts,
+            capabilities=worker_capabilities(
+                has_workflows=bool(self.workflows), server_capabilities=capabilities,
+                workflow_capabilities=workflow_package_capabilities(),
+                has_updates=self.workflows.has_updates(contracts), sticky=sticky,
+            ),
+            sticky=sticky,
+            build_id=self.build_id,
+            max_concurrent_workflow_tasks=workflow_limit,
+            max_concurrent_activity_tasks=activity_limit,
+            task_slots=self._task_slots(),
+            process_metrics=self._process_metrics(),
+        )
+        return client.register_worker(body), fenced
+
+    def adopt_heartbeat_interval(self, ack: Any) -> None:
+        """Take the heartbeat interval the server acknowledged, when it gave a positive int."""
+        if isinstance(ack, Mapping):
+            advertised = ack.get("heartbeat_interval_seconds")
+            if isinstance(advertised, int) and not isinstance(advertised, bool) and advertised > 0:
+                self.heartbeat_interval = float(advertised)

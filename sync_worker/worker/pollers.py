@@ -81,14 +81,15 @@ class Poller:
         self._metrics.record(POLL_DURATION, self._backend.monotonic() - started, tags)
 
     def run(self) -> None:
-        """The loop body; returns when the cancel token fires."""
+        """The loop body; returns when the cancel token fires. An error ends it (the runtime shell
+        records and logs it, and fails the runtime: a poller is a critical loop)."""
         self.tracker.started()
         try:
             while not self._cancel.cancelled:
                 self._poll_once()
-        except BaseException as error:  # recorded for the supervisor, which fails the worker
+        except BaseException as error:
             self.error = error
-            logger.exception("%s poller stopped unexpectedly", self.kind)
+            raise
         finally:
             self.tracker.exited()
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ..errors import PayloadError, ServerError, WorkerShutdown
 from ..interceptors import QueryTaskInterceptorContext, WorkerInterceptor, WorkflowTaskInterceptorContext
-from ..protocol import reasons
+from ..protocol import QueryTask, WorkerPlane, WorkflowTask, reasons
 from ..runtime.inflight import InflightTask
 from .interception import chain
 from .outcomes import OutcomeAbandoned, deliver, lease_deadline
@@ -60,7 +60,7 @@ def _default_query_executor() -> Callable[..., Any]:
     return execute_query_task
 
 
-def load_history(client: Any, task: Mapping[str, Any], worker_id: str, cancel: Any,
+def load_history(client: WorkerPlane, task: Mapping[str, Any], worker_id: str, cancel: Any,
                  first_token: Optional[str] = None) -> List[Dict[str, Any]]:
     """The task's first page plus every further page until the token is None.
 
@@ -109,8 +109,8 @@ def _error_failure(prefix: str, error: BaseException) -> Dict[str, Any]:
 
 def run_workflow_task(
     *,
-    client: Any,
-    task: Mapping[str, Any],
+    client: WorkerPlane,
+    task: WorkflowTask,
     registry: Any,
     worker_id: str,
     task_queue: str,
@@ -127,13 +127,10 @@ def run_workflow_task(
     With an enabled ``sticky`` cache (and the default executor) the run's suspended state
     is resumed when continuity is proved, and kept again after a delivered outcome.
     """
-    task_id = str(task["task_id"])
-    attempt = _attempt(task)
-    cancel = inflight.cancel
-
-    deadline = lease_deadline(task)
-    run_id = str(task.get("run_id") or task.get("workflow_id") or task_id)
-    workflow_type = str(task.get("workflow_type") or "?")
+    task_id, attempt, cancel = task.task_id, task.attempt, inflight.cancel
+    deadline = lease_deadline(task.raw)
+    run_id = task.run_id or task.workflow_id or task_id
+    workflow_type = task.workflow_type
     if executor is None and hasattr(registry, "names") and registry.get(workflow_type) is None:
         warn_unknown_type(registry, "workflow", workflow_type, registry.names())
 
@@ -181,7 +178,7 @@ def run_workflow_task(
 
     try:
         outcome = chain(interceptors, "execute_workflow_task", execute, none_allowed=False)(
-            WorkflowTaskInterceptorContext(worker_id=worker_id, task_queue=task_queue, task=task,
+            WorkflowTaskInterceptorContext(worker_id=worker_id, task_queue=task_queue, task=task.raw,
                                            namespace=namespace))
     except WorkerShutdown:
         return "abandoned"
@@ -233,8 +230,8 @@ def run_workflow_task(
 
 def run_query_task(
     *,
-    client: Any,
-    task: Mapping[str, Any],
+    client: WorkerPlane,
+    task: QueryTask,
     registry: Any,
     worker_id: str,
     cancel: Any,
@@ -244,15 +241,14 @@ def run_query_task(
     namespace: Optional[str] = None,
 ) -> str:
     """Answer one leased query task; returns the outcome name."""
-    query_task_id = str(task.get("query_task_id", ""))
-    raw_attempt = task.get("query_task_attempt", 1)
-    attempt = raw_attempt if isinstance(raw_attempt, int) and not isinstance(raw_attempt, bool) else 1
+    query_task_id, attempt = task.query_task_id, task.attempt
     def execute(context: QueryTaskInterceptorContext) -> Any:
         return (executor or _default_query_executor())(registry, dict(context.task))
 
     try:
         outcome = chain(interceptors, "execute_query_task", execute, none_allowed=False)(
-            QueryTaskInterceptorContext(worker_id=worker_id, task_queue=task_queue, task=task, namespace=namespace))
+            QueryTaskInterceptorContext(worker_id=worker_id, task_queue=task_queue, task=task.raw,
+                                        namespace=namespace))
         failure = getattr(outcome, "failure", None)
     except Exception as error:
         logger.exception("query task %s could not be executed", query_task_id)

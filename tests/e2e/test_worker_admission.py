@@ -151,7 +151,7 @@ def test_fixed_worker_is_not_gated_but_publishes_memory_figures(client: Client) 
             return figures is not None and figures.reserved == 1 and figures.in_flight == 0
 
         wait_for(polling_idle, timeout=5)
-        assert worker._act_gate.idle()
+        assert worker.activity_gate.idle()
         assert running.stop() is None
 
 

@@ -34,7 +34,7 @@ def client(dev_server_session: Any) -> Iterator[Client]:
 def test_stop_between_registration_and_pollers_leaves_a_stopped_worker(client: Client) -> None:
     queue = unique_queue("startup-race")
     worker = make_worker(client, task_queue=queue, activities=[noop], poll_timeout=2.0, shutdown_timeout=10.0)
-    start_pollers = worker._start_pollers
+    start_pollers = worker.source.start_pollers
     stop_errors: List[BaseException] = []
     stopper: List[threading.Thread] = []
 
@@ -44,18 +44,18 @@ def test_stop_between_registration_and_pollers_leaves_a_stopped_worker(client: C
         except BaseException as error:  # reported below
             stop_errors.append(error)
 
-    def stop_first_then_start_pollers() -> None:
+    def stop_first_then_start_pollers(shell: Any) -> None:
         thread = threading.Thread(target=stop, daemon=True)  # a greenlet in the gevent leg
         stopper.append(thread)
         thread.start()
-        wait_for(lambda: worker._stop_requested.is_set(), 5)
+        wait_for(lambda: worker.shell.stop_requested.is_set(), 5)
         worker.backend.sleep(0.3)  # the stop had every chance to finish before the pollers start
-        start_pollers()
+        start_pollers(shell)
 
-    worker._start_pollers = stop_first_then_start_pollers  # type: ignore[method-assign]
+    worker.source.start_pollers = stop_first_then_start_pollers  # type: ignore[method-assign]
     worker.run()  # returns once the stop, which waited for the startup, has drained and deregistered
     stopper[0].join(10)
     assert not stop_errors
     assert worker.state is WorkerState.STOPPED
-    assert all(not handle.is_alive() for handle in worker._poller_handles)
+    assert all(loop.handle is not None and not loop.handle.is_alive() for loop in worker.shell.loops)
     assert [w["status"] for w in client.list_workers(task_queue=queue)["workers"]] == ["deregistered"]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from click.testing import CliRunner
 
 from sync_worker.cli import main
-from sync_worker.worker import Worker
+from sync_worker.worker import Worker, WorkerState
 from sync_worker.worker.cli import EXIT_USAGE, _autoscale, load_worker
 
 from .fakes import FakeClient
@@ -93,10 +96,18 @@ def test_poller_flags_reach_the_worker_and_bad_counts_are_usage_errors(monkeypat
 def test_poller_counts_are_fixed_once_the_worker_runs() -> None:
     worker = load_worker(f"{T}:fresh_worker")
     assert (worker.max_concurrent_workflow_task_polls, worker.max_concurrent_activity_task_polls) == (1, 1)
-    worker._set_poller_counts(activity=3)
+    worker.configure_pollers(activity=3)
     assert (worker.max_concurrent_workflow_task_polls, worker.max_concurrent_activity_task_polls) == (1, 3)
     with pytest.raises(ValueError, match="at least 1"):
-        worker._set_poller_counts(workflow=0)
-    worker._run_started = True
-    with pytest.raises(RuntimeError, match="running worker"):
-        worker._set_poller_counts(activity=2)
+        worker.configure_pollers(workflow=0)
+    runner = threading.Thread(target=worker.run, daemon=True)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 10
+        while worker.state is not WorkerState.RUNNING and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with pytest.raises(RuntimeError, match="running worker"):
+            worker.configure_pollers(activity=2)
+    finally:
+        worker.stop()
+        runner.join(10)

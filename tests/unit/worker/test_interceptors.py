@@ -257,7 +257,7 @@ def test_workflow_task_interceptor_sees_the_outcome_and_its_errors_fail_the_task
     worker = Worker(client, task_queue="q-wf", workflows=[WorkflowStub], interceptors=[TaskSpy(log)],
                     pool="threads")
     worker.workflows._registry = object()
-    worker._workflow_executor = executor
+    worker.dispatcher.workflow_executor = executor
 
     def wf_task(task_id: str) -> Dict[str, Any]:
         return {"task_id": task_id, "workflow_task_attempt": 1, "workflow_type": "wf.stub",
@@ -290,7 +290,7 @@ def test_query_task_interceptor_errors_become_query_rejected_failures() -> None:
     worker = Worker(client, task_queue="q-query", workflows=[WorkflowStub], interceptors=[TaskSpy(log)],
                     pool="threads")
     worker.workflows._registry = object()
-    worker._query_executor = query_executor
+    worker.dispatcher.query_executor = query_executor
     with Running(worker):
         client.query_tasks_queue.put({"query_task_id": "q1", "query_task_attempt": 1, "query_name": "count"})
         client.query_tasks_queue.put({"query_task_id": "q2", "query_task_attempt": 1, "query_name": "explode"})

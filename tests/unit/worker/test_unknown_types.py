@@ -9,6 +9,7 @@ from typing import Any, Dict, List
 import pytest
 
 from sync_worker import activity
+from sync_worker.protocol import parse_task
 from sync_worker.runtime.backend import backend_for_pool
 from sync_worker.runtime.inflight import InflightTask
 from sync_worker.worker.activities import activity_map, run_activity_task
@@ -36,7 +37,8 @@ def test_an_unregistered_activity_type_is_logged_once_naming_the_registered_ones
     for attempt in (1, 2):
         task = {"task_id": f"t{attempt}", "activity_attempt_id": f"a{attempt}", "activity_type": "missing.one",
                 "payload_codec": "avro", "arguments": None, "attempt_number": attempt}
-        outcome = run_activity_task(client=client, task=task, activities=activities, worker_id="w", task_queue="q",
+        outcome = run_activity_task(client=client, task=parse_task("activity", task), activities=activities,
+                                    worker_id="w", task_queue="q",
                                     inflight=InflightTask(backend, "activity", f"t{attempt}"))
         assert outcome == "no_handler"
     warnings = [r.getMessage() for r in caplog.records if "does not register" in r.getMessage()]

@@ -234,7 +234,7 @@ def test_workflow_task_paths_with_a_fake_registry() -> None:
     registry = FakeRegistry()
     worker = Worker(client, task_queue="q", workflows=[WorkflowStub])
     worker.workflows._registry = registry
-    worker._workflow_executor = executor
+    worker.dispatcher.workflow_executor = executor
 
     def wf_task(task_id: str, token: Any = None) -> Dict[str, Any]:
         return {"task_id": task_id, "workflow_task_attempt": 2, "workflow_type": "wf.stub",
@@ -288,7 +288,7 @@ def test_query_tasks_run_on_their_own_poller() -> None:
 
     worker = Worker(client, task_queue="q", workflows=[WorkflowStub])
     worker.workflows._registry = FakeRegistry()
-    worker._query_executor = query_executor
+    worker.dispatcher.query_executor = query_executor
     with Running(worker):
         client.query_tasks_queue.put({"query_task_id": "q1", "query_task_attempt": 1, "query_name": "count"})
         client.query_tasks_queue.put({"query_task_id": "q2", "query_task_attempt": 1, "query_name": "bad"})
@@ -310,7 +310,7 @@ def test_typed_capacity_backpressure_waits_the_server_delay_without_backoff() ->
     worker = Worker(client, task_queue="q", activities=[echo], metrics=metrics)
     with Running(worker):
         wait_for(lambda: metrics.counter("durable_workflow_worker_polls", outcome="backpressure") == 1, timeout=5)
-        poller = worker._pollers[0]
+        poller = worker.source.pollers[0]
         # the 503 doubled the ceiling to 2 s; the 429 neither advanced nor reset it
         assert poller.backoff.ceiling == 2.0 and poller.backoff.consecutive_failures == 1
         wait_for(lambda: len(client.find("poll")) >= 3, timeout=5)

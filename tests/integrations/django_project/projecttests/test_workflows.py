@@ -182,6 +182,6 @@ class WorkflowTests(DurableWorkflowTestMixin, TransactionTestCase):
             worker = build_workers(task_queues=["inventory"])[0]
             self.assertEqual((worker.max_concurrent_activity_task_polls, worker.max_concurrent_workflow_task_polls),
                              (3, 1))
-            self.assertEqual(worker._sticky.capacity, 200)
+            self.assertEqual(worker.sticky_cache.capacity, 200)
             flagged = build_workers(task_queues=["inventory"], overrides={"WORKFLOW_POLLERS": 2})[0]
             self.assertEqual(flagged.max_concurrent_workflow_task_polls, 2)
