@@ -18,6 +18,7 @@ import gevent
 import pytest
 from gevent import monkey
 
+from sync_worker.runtime import gevent_backend as gb
 from sync_worker.runtime.backend import (
     ThreadBackend,
     backend_for_pool,
@@ -27,7 +28,6 @@ from sync_worker.runtime.backend import (
 )
 from sync_worker.runtime.status import StatusBoard, WorkerState
 from sync_worker.worker import Worker
-from sync_worker.runtime import gevent_backend as gb
 from sync_worker.worker.cli import load_worker
 
 from .fakes import FakeClient
