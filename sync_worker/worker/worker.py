@@ -162,8 +162,9 @@ class Worker:
             activity_types=lambda: list(self.activities), sticky=self.sticky_cache,
             limits=lambda: (self.max_concurrent_workflow_tasks, self.max_concurrent_activity_tasks),
             task_slots=self.task_slots, process_metrics=self._process_metrics_sample, tracker=registration_role,
-            heartbeat_interval=heartbeat_interval, max_startup_wait=max(0.0, float(max_startup_wait)), clock=b.monotonic,
-            stop_wait=self.shell.stop_requested.wait, url=str(getattr(client, "base_url", "the server")))
+            heartbeat_interval=heartbeat_interval, max_startup_wait=max(0.0, float(max_startup_wait)),
+            clock=b.monotonic, stop_wait=self.shell.stop_requested.wait,
+            url=str(getattr(client, "base_url", "the server")))
         #: Runs the tasks the pollers receive (``workflow_executor`` / ``query_executor`` are its hooks).
         self.dispatcher = TaskDispatcher(
             shell=self.shell, client=client, worker_id=self.worker_id, task_queue=task_queue,
