@@ -203,43 +203,6 @@ class ServerError(DurableWorkflowError):
             return bool(self.body["retryable"])
         return self.status >= 500 or self.status == 429
 
-    def poll_capacity_backpressure_delay(self, task_kind: str, task_queue: str) -> Optional[int]:
-        """The advertised wait of a complete typed 429 poll-capacity refusal, else None."""
-        body = self.body
-        if self.status != 429 or not isinstance(body, dict):
-            return None
-        delay = body.get("retry_after_seconds")
-        complete = (
-            body.get("reason") == "long_poll_capacity_exhausted"
-            and body.get("poll_status") == "long_poll_capacity_exhausted"
-            and "task" in body
-            and body["task"] is None
-            and body.get("task_kind") == task_kind
-            and body.get("task_queue") == task_queue
-            and body.get("retryable") is True
-            and type(delay) is int
-            and 0 < delay <= 60
-        )
-        return delay if complete and isinstance(delay, int) else None
-
-    def worker_deregistration_retry_delay(self, worker_id: str, registration_token: str) -> Optional[int]:
-        """The delay of an identity-preserving fenced-deregistration transient, else None."""
-        body = self.body
-        if self.status != 503 or not isinstance(body, dict):
-            return None
-        delay = body.get("retry_after_seconds")
-        complete = (
-            body.get("reason") in ("backend_lock_pressure", "backend_unavailable")
-            and body.get("operation") == "deregister_worker"
-            and body.get("outcome") == "unknown"
-            and body.get("worker_id") == worker_id
-            and body.get("registration_token") == registration_token
-            and body.get("retryable") is True
-            and type(delay) is int
-            and 0 < delay <= 60
-        )
-        return delay if complete and isinstance(delay, int) else None
-
 
 class Unauthorized(ServerError):
     """HTTP 401: the credentials were missing or rejected."""

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, Optional
 
 from ..errors import ServerError, TransportError
 from ..protocol import WorkerPlane
+from ..protocol.refusals import deregistration_retry_delay
 
 __all__ = ["DeregistrationUnconfirmed", "deregister", "fenced_transport_delay"]
 
@@ -72,7 +73,7 @@ def deregister(
             transport_failures += 1
             last: BaseException = error
         except ServerError as error:
-            server_delay = error.worker_deregistration_retry_delay(worker_id, registration_token)
+            server_delay = deregistration_retry_delay(error, worker_id, registration_token)
             if server_delay is None:
                 raise
             delay = float(server_delay)

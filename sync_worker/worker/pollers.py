@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, Optional
 
 from ..cancel import CancelToken
 from ..errors import ServerError, WorkerShutdown
+from ..protocol.refusals import poll_capacity_delay
 from ..runtime.backend import ConcurrencyBackend
 from ..runtime.backoff import PollFailureBackoff
 from ..runtime.metrics import POLL_DURATION, POLLS, MetricsRecorder
@@ -148,4 +149,4 @@ class Poller:
     def _capacity_delay(self, error: BaseException) -> Optional[int]:
         if not isinstance(error, ServerError):
             return None
-        return error.poll_capacity_backpressure_delay(f"{self.kind}_task", self.task_queue)
+        return poll_capacity_delay(error, f"{self.kind}_task", self.task_queue)

@@ -14,6 +14,7 @@ import responses
 
 from sync_worker import errors, payloads
 from sync_worker.client import Client
+from sync_worker.protocol.refusals import poll_capacity_delay
 from tests._fixtures import load_fixture
 
 BASE = "http://dw.test"
@@ -166,8 +167,8 @@ def test_poll_envelope_is_unwrapped_and_inner_errors_are_typed(client: Client) -
                    content_type="application/vnd.durable-workflow.poll.v1+json")
     with pytest.raises(errors.BackpressureError) as caught:
         client.poll_workflow_task(worker_id="w", task_queue="q", poll_request_id="p", timeout_seconds=1)
-    assert caught.value.poll_capacity_backpressure_delay("workflow_task", "q") == 3
-    assert caught.value.poll_capacity_backpressure_delay("activity_task", "q") is None
+    assert poll_capacity_delay(caught.value, "workflow_task", "q") == 3
+    assert poll_capacity_delay(caught.value, "activity_task", "q") is None
 
 
 def test_tokens_by_plane() -> None:
