@@ -33,6 +33,7 @@ from .commands import (
 from .fingerprints import condition_fingerprint
 from .policies import CancellationPolicy, ParentClosePolicy, RetryPolicyInput
 from .streams import MessageStream, StreamInbox
+from .unyielded import IssuedCommands
 
 __all__ = ["Saga", "WorkflowContext", "condition_fingerprint"]
 
@@ -89,6 +90,8 @@ class WorkflowContext:
         self.logger = ReplayLogger(_USER_LOGGER)
         # Message-stream state of this replay; the replayer feeds it from history.
         self._streams = StreamInbox()
+        #: Commands built and not yet yielded (a forgotten ``yield``: ``unyielded``).
+        self._issued = IssuedCommands()
 
     # -- identity and determinism -------------------------------------------------
 
@@ -154,7 +157,7 @@ class WorkflowContext:
         heartbeat_timeout: Optional[int] = None,
         cancellation_policy: Optional[Union[str, CancellationPolicy]] = None,
     ) -> ScheduleActivity:
-        return ScheduleActivity(
+        return self._issued.track(ScheduleActivity(
             activity_type=activity_type,
             arguments=list(arguments or []),
             queue=queue,
@@ -164,25 +167,25 @@ class WorkflowContext:
             schedule_to_close_timeout=schedule_to_close_timeout,
             heartbeat_timeout=heartbeat_timeout,
             cancellation_policy=cancellation_policy,
-        )
+        ))
 
     def start_timer(self, seconds: int) -> StartTimer:
-        return StartTimer(delay_seconds=int(seconds))
+        return self._issued.track(StartTimer(delay_seconds=int(seconds)))
 
     def sleep(self, seconds: float) -> StartTimer:
         """A durable timer of ``ceil(seconds)`` whole seconds (never negative)."""
-        return StartTimer(delay_seconds=max(0, math.ceil(seconds)))
+        return self._issued.track(StartTimer(delay_seconds=max(0, math.ceil(seconds))))
 
     def wait_condition(
         self, predicate: Callable[[], Any], *, key: Optional[str] = None, timeout: Optional[float] = None,
     ) -> WaitCondition:
         """Wait until ``predicate()`` is true (resolves ``True``) or ``timeout`` passes (``False``)."""
-        return WaitCondition(
+        return self._issued.track(WaitCondition(
             predicate=predicate,
             condition_key=key,
             condition_definition_fingerprint=condition_fingerprint(predicate),
             timeout_seconds=None if timeout is None else max(0, math.ceil(timeout)),
-        )
+        ))
 
     def start_child_workflow(
         self,
@@ -196,7 +199,7 @@ class WorkflowContext:
         execution_timeout_seconds: Optional[int] = None,
         run_timeout_seconds: Optional[int] = None,
     ) -> StartChildWorkflow:
-        return StartChildWorkflow(
+        return self._issued.track(StartChildWorkflow(
             workflow_type=workflow_type,
             arguments=list(arguments or []),
             task_queue=task_queue,
@@ -205,29 +208,29 @@ class WorkflowContext:
             retry_policy=retry_policy,
             execution_timeout_seconds=execution_timeout_seconds,
             run_timeout_seconds=run_timeout_seconds,
-        )
+        ))
 
     def side_effect(self, fn: Callable[[], Any]) -> RecordSideEffect:
         """Run ``fn`` once on first execution and replay its recorded result afterwards."""
-        return RecordSideEffect(effect=fn)
+        return self._issued.track(RecordSideEffect(effect=fn))
 
     def get_version(self, change_id: str, min_supported: int, max_supported: int) -> RecordVersionMarker:
         """New runs record ``max_supported``; runs that passed this point without a marker get -1."""
-        return RecordVersionMarker(change_id, max_supported, min_supported, max_supported)
+        return self._issued.track(RecordVersionMarker(change_id, max_supported, min_supported, max_supported))
 
     def patched(self, change_id: str) -> RecordVersionMarker:
         """``True`` for runs that took the patched path, ``False`` for older ones."""
-        return RecordVersionMarker(change_id, 1, -1, 1, result_kind="patched")
+        return self._issued.track(RecordVersionMarker(change_id, 1, -1, 1, result_kind="patched"))
 
     def deprecate_patch(self, change_id: str) -> RecordVersionMarker:
         """Keep a patch marker in history after its old branch was deleted (resolves ``None``)."""
-        return RecordVersionMarker(change_id, 1, -1, 1, result_kind="deprecate_patch")
+        return self._issued.track(RecordVersionMarker(change_id, 1, -1, 1, result_kind="deprecate_patch"))
 
     def upsert_search_attributes(self, attributes: Dict[str, Any]) -> UpsertSearchAttributes:
-        return UpsertSearchAttributes(attributes=dict(attributes))
+        return self._issued.track(UpsertSearchAttributes(attributes=dict(attributes)))
 
     def upsert_memo(self, entries: Mapping[str, Any]) -> UpsertMemo:
-        return UpsertMemo(entries=dict(entries))
+        return self._issued.track(UpsertMemo(entries=dict(entries)))
 
     def continue_as_new(
         self, *args: Any, workflow_type: Optional[str] = None, task_queue: Optional[str] = None,
@@ -286,6 +289,7 @@ class Saga:
             start_to_close_timeout=start_to_close_timeout, schedule_to_start_timeout=schedule_to_start_timeout,
             schedule_to_close_timeout=schedule_to_close_timeout, heartbeat_timeout=heartbeat_timeout,
         )
+        self._context._issued.release(command)  # yielded only if the saga compensates
         self._compensations.append(_Compensation(command, len(self._compensations) + 1))
         return self
 

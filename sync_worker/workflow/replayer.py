@@ -55,6 +55,7 @@ from .messages import ResumeContext, current_message, update_arrival
 from .reader import read_history_scanner
 from .recorded import LIVE, RecordedWaits, UpdateCall
 from .streams import is_cursor_checkpoint
+from .unyielded import forgotten_yield
 from .waiting import Action, ConditionWaits, Stop, WaitVisit
 
 __all__ = ["BLOCKING_COMMANDS", "ReplayResult", "replay"]
@@ -279,6 +280,7 @@ class _Replay(ConditionWaits, RecordedWaits):
                 command = generator.throw(action[1]) if action[0] == "throw" else generator.send(action[1])
             except StopIteration as stop:
                 return self.finish(stop.value)
+            self.ctx._issued.release(command)
             first = False
             if self.cursor != self._last_cursor:
                 self._last_cursor, self.yields_since_result = self.cursor, 0
@@ -303,6 +305,9 @@ class _Replay(ConditionWaits, RecordedWaits):
                 f"unsupported_workflow_result: {self.cls.__qualname__}.run returned an async value; "
                 "use a plain result or yield durable commands."
             )
+        forgotten = forgotten_yield(value, self.ctx._issued.leftovers(), self.cls.__qualname__)
+        if forgotten is not None:
+            raise InvalidWorkflowDefinition(forgotten)
         if self.recorded:
             self.apply_at_step(LIVE)
         else:
