@@ -140,6 +140,8 @@ class TransportError(DurableWorkflowError):
         self.connect = connect
         #: The attempt was cut at its absolute deadline (bytes kept arriving, or none did).
         self.deadline_exceeded = False
+        #: The server URL the request went to (credentials, query and fragment removed), when known.
+        self.url: Optional[str] = None
 
 
 class ResponseTooLarge(TransportError):
