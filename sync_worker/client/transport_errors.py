@@ -37,10 +37,8 @@ def redacted_url(base_url: str) -> str:
 
 
 def _where(url: str, method: Optional[str], route: str, path: Optional[str]) -> str:
-    if path is not None:  # the request's own path under the server URL, query dropped
-        target = url + path.split("?", 1)[0]
-    else:
-        target = url + route
+    # The request's own path under the server URL (query dropped), else the route template.
+    target = url + (path.split("?", 1)[0] if path is not None else route)
     return f"{method + ' ' if method else ''}{target}"
 
 

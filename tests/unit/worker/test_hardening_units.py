@@ -14,7 +14,7 @@ from sync_worker.client import Client
 from sync_worker.payloads import encode
 from sync_worker.worker.outcomes import OutcomeAbandoned, deliver, lease_deadline
 from sync_worker.worker.results import not_encodable
-from sync_worker.worker.startup import StartupFailed, describe_cause, retry_startup
+from sync_worker.worker.startup import StartupFailed, describe_cause, not_a_server, retry_startup
 from sync_worker.worker.tasklog import MAX_REPR_CHARS, MAX_TRACEBACK_CHARS, format_raised, format_succeeded
 
 
@@ -124,3 +124,44 @@ def test_startup_gives_up_at_the_deadline_and_refusals_are_final() -> None:
 
     with pytest.raises(errors.InvalidArgument):
         retry_startup(refused, url="u", max_wait=60.0, clock=lambda: clock[0], wait=wait)
+
+
+def _give_up(error: BaseException) -> str:
+    def attempt() -> None:
+        raise error
+
+    with pytest.raises(StartupFailed) as caught:
+        retry_startup(attempt, url="http://h:1", max_wait=0.0, clock=lambda: 0.0, wait=lambda seconds: False)
+    return str(caught.value)
+
+
+def test_the_final_startup_error_says_which_kind_of_problem_it_is() -> None:
+    assert _give_up(errors.Unauthorized(401, {})).startswith(
+        "Credentials error: the server at http://h:1 refused the worker's credentials: HTTP 401")
+    assert _give_up(errors.Forbidden(403, {})).startswith("Credentials error: ")
+    assert _give_up(errors.TransportError("x", connect=True)).startswith(
+        "Cannot reach the Durable Workflow server: unable to read http://h:1/api/cluster/info")
+    assert _give_up(errors.ServerError(503, {})).startswith("Server unavailable: ")
+    assert not any(_give_up(e).startswith("Server compatibility error") for e in (
+        errors.Unauthorized(401, {}), errors.TransportError("x"), errors.ServerError(502, {})))
+
+
+@pytest.mark.parametrize("error", [
+    errors.NotFound(404, "<html>Not Found</html>", route="/cluster/info"),
+    errors.ServerError(200, {"reason": "invalid_json_response"}, route="/cluster/info"),
+    errors.ServerError(200, {"reason": "invalid_cluster_info"}, route="/cluster/info"),
+])
+def test_another_http_server_is_not_a_durable_workflow_server_and_is_not_retried(error: BaseException) -> None:
+    calls = []
+
+    def attempt() -> None:
+        calls.append(1)
+        raise error
+
+    with pytest.raises(StartupFailed) as caught:
+        retry_startup(attempt, url="http://h:1", max_wait=60.0, clock=lambda: 0.0, wait=lambda seconds: False)
+    assert str(caught.value).startswith("Not a Durable Workflow server: http://h:1/api/cluster/info answered ")
+    assert "without /api" in str(caught.value) and calls == [1]
+    # A 404 from registration (an unknown namespace, say) is not this case.
+    assert not_a_server(errors.NotFound(404, {"reason": "namespace_not_found"}, route="/worker/register"),
+                        "http://h:1") is None
