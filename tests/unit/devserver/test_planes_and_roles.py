@@ -93,6 +93,16 @@ def test_role_tokens_split_the_planes(role_server: DevServer) -> None:
     assert requests.get(f"{url}/workflows", headers=_headers("nope", "control"), timeout=5).status_code == 401
 
 
+@pytest.mark.parametrize("header, status", [
+    ("bearer shared", 200), ("BEARER shared", 200), ("Bearer   shared ", 200),  # RFC 9110: scheme case-insensitive
+    ("Basic shared", 401), ("shared", 401), ("Bearer", 401), ("Bearer sharedX", 401), ("", 401),
+])
+def test_the_bearer_scheme_is_case_insensitive(role_server: DevServer, header: str, status: int) -> None:
+    response = requests.get(role_server.url + "/api/workflows", headers={"Authorization": header, **CONTROL},
+                            timeout=5)
+    assert response.status_code == status, response.text
+
+
 def test_sync_worker_client_with_role_tokens(role_server: DevServer) -> None:
     from sync_worker import Client
 
