@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import json
 import threading
+import time
 from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, TypeVar
 
@@ -173,6 +174,8 @@ class ActivityContext:
         self._authority_lost_reason: Optional[str] = None
         self._abandoned = False
         self.heartbeats_sent = 0
+        #: Wall-clock time of the last heartbeat the server accepted (None: none yet).
+        self.last_heartbeat_at: Optional[float] = None
 
     @property
     def info(self) -> ActivityInfo:
@@ -219,6 +222,7 @@ class ActivityContext:
             raise ActivityCancelled("activity abandoned: the worker shut down before it finished")
         with self._lock:
             self.heartbeats_sent += 1
+            self.last_heartbeat_at = time.time()
         if not isinstance(response, dict):
             return
         if response.get("cancel_requested"):

@@ -179,4 +179,4 @@ def _one_timeout(name: str, seconds: Optional[int], alias: TimeoutValue) -> Opti
     value = alias.total_seconds() if isinstance(alias, timedelta) else alias
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
         raise TypeError(f"{name} must be a number of seconds or a timedelta, got {alias!r}")
-    return int(math.ceil(value))
+    return math.ceil(value)
