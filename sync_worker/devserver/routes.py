@@ -82,7 +82,14 @@ class Routes:
                 with engine.tx():
                     if first:
                         worker = workers.touch(engine, req.namespace, worker_id)
-                        leasable = worker is None or worker["status"] == "active"
+                        if worker is None or worker["status"] != "active":
+                            # As the real server: polling needs a registration (412), so a worker
+                            # whose registration was removed learns it and registers again, instead
+                            # of long-polling for nothing (server ActivityTaskController /
+                            # WorkerController::resolveRegisteredWorker).
+                            raise ApiError(412, "worker_not_registered", "Worker must be registered before "
+                                           "polling. Call POST /worker/register first.", worker_id=worker_id)
+                        leasable = True
                         if isinstance(poll_id, str) and replay is not None:
                             stored = engine.store.get("kv", f"{req.namespace}\0poll\0{kind}\0{poll_id}")
                             again = replay(stored, worker_id) if stored is not None else None
