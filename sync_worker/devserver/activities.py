@@ -38,6 +38,7 @@ def schedule(engine: Engine, run: Row, *, sequence: int, activity_type: str, arg
     _recompute_due(engine, act)
     engine.store.put("activities", act)
     engine.notify(run["namespace"], "activity", task_queue)
+    engine.stranded.note(engine, run["namespace"], task_queue, "activity", activity_type)
     return act
 
 

@@ -85,6 +85,7 @@ def start_workflow(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict
                             task_queue=task_queue, arguments=body.get("input"), memo=memo,
                             search_attributes=attributes, execution_timeout_seconds=execution_timeout,
                             run_timeout_seconds=run_timeout)
+    engine.stranded.note(engine, namespace, task_queue, "workflow", workflow_type)
     return {**run_view(engine, run, full=False), "outcome": "started_new"}
 
 

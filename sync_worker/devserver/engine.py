@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from . import namespaces
 from .store import Row, Store
+from .stranded import StrandedTypes
 from .util import TERMINAL_STATUSES, ApiError, iso, new_id, now
 
 log = logging.getLogger("sync_worker.devserver")
@@ -50,6 +51,8 @@ class Engine:
         self.lock = threading.RLock()
         self.store = Store(db, self.lock)
         self.stopping = False
+        #: Task types queued where no registered worker takes them (logged once each).
+        self.stranded = StrandedTypes()
         self._conditions: Dict[Tuple[str, str, str], threading.Condition] = {}
         self._last_order: Optional[int] = None  # the newest run's created_order, read once from the store
         self.namespaces = tuple(n.lower() for n in config.namespaces) or ("default",)
