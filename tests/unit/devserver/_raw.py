@@ -32,7 +32,9 @@ class Raw:
     def ensure_registered(self, worker_id: Any, task_queue: Any, headers: Dict[str, str]) -> None:
         """Register ``worker_id`` once before its first poll (tests about the wire, not registration)."""
         namespace = headers.get("X-Namespace", self.namespace)
-        if not isinstance(worker_id, str) or not isinstance(task_queue, str) or (namespace, worker_id) in self.registered:
+        if not isinstance(worker_id, str) or not isinstance(task_queue, str):
+            return
+        if (namespace, worker_id) in self.registered:
             return
         self.registered.add((namespace, worker_id))
         self.session.post(f"{self.url}/api/worker/register", json={"worker_id": worker_id, "task_queue": task_queue},

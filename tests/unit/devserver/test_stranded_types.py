@@ -20,7 +20,8 @@ def raw() -> Iterator[Raw]:
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list:
     return [r.getMessage() for r in caplog.records
-            if r.name == "sync_worker.devserver" and r.levelno == logging.WARNING and "waits on task queue" in r.getMessage()]
+            if r.name == "sync_worker.devserver" and r.levelno == logging.WARNING
+            and "waits on task queue" in r.getMessage()]
 
 
 def test_a_type_no_registered_worker_takes_is_logged_once(raw: Raw, caplog: pytest.LogCaptureFixture) -> None:
