@@ -1,0 +1,48 @@
+"""The host: one set of options, one worker group and one ``serve()`` for every door.
+
+Every way of running workers -- ``sync-worker run``, ``manage.py durable_worker``,
+``sync-worker celery ... worker``, ``sync-worker nestjs``, the workers embedded in a web
+process -- is an adapter onto these pieces:
+
+* :class:`WorkerOptions` / :class:`ClientOptions`: the Worker's keywords and the Client's
+  connection, validated, read from keyword arguments, a settings mapping (Django's
+  ``SYNC_WORKER``, Celery's config) or the environment (:mod:`~sync_worker.host.options`,
+  :mod:`~sync_worker.host.client_options`);
+* :class:`WorkerGroup`: several runtimes of one process run and stopped as one
+  (:mod:`~sync_worker.host.group`);
+* :func:`serve`: a runtime (or a group) in the foreground, signals to warm/cold stops, the exit
+  codes of :mod:`~sync_worker.host.exits` (:mod:`~sync_worker.host.serve`).
+
+A runtime is anything with the :class:`Runtime` surface: :class:`sync_worker.Worker` and
+:class:`sync_worker.nestjs.NestjsWorker` are. See docs/runtime.md.
+"""
+
+from __future__ import annotations
+
+from .client_options import ClientOptions
+from .errors import OptionsError, UnknownOption
+from .exits import EXIT_COLD_STOP, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, exit_code
+from .group import WorkerGroup, combined_error
+from .options import WorkerOptions
+from .protocols import Runtime, Servable
+from .serve import ServeMessages, ShutdownFlags, serve
+
+__all__ = [
+    "EXIT_COLD_STOP",
+    "EXIT_FAILED",
+    "EXIT_INCOMPLETE",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "ClientOptions",
+    "OptionsError",
+    "Runtime",
+    "Servable",
+    "ServeMessages",
+    "ShutdownFlags",
+    "UnknownOption",
+    "WorkerGroup",
+    "WorkerOptions",
+    "combined_error",
+    "exit_code",
+    "serve",
+]
