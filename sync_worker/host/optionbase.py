@@ -74,7 +74,7 @@ class OptionsBase:
     def from_env(cls: Type[Opts], environ: Optional[Mapping[str, str]] = None, *, base: Optional[Opts] = None,
                  **given: Any) -> Opts:
         """From the environment (:attr:`ENVIRONMENT`; an empty variable counts as unset) over
-        ``base``; ``given`` (field names: a command line's flags, None for a flag not given) wins."""
+        ``base``; ``given`` (field names: a command line's flags; None or empty for a flag not given) wins."""
         env = os.environ if environ is None else environ
         values: Dict[str, Any] = {}
         for variable, field in cls.ENVIRONMENT.items():
@@ -82,7 +82,7 @@ class OptionsBase:
             if raw is None or raw == "":
                 continue
             values[field] = check(cls.RULES[field], variable, raw, source="environment", from_text=True)
-        values.update({key: value for key, value in given.items() if value is not None})
+        values.update({key: value for key, value in given.items() if value is not None and value != ""})
         return (base if base is not None else cls()).replace(**values)
 
     # -- names --------------------------------------------------------------------------------------
