@@ -51,7 +51,7 @@ class DurableTestEnvironment:
                                control_token=configured.get("CONTROL_TOKEN"))
         self.server = server
         self._settings: Any = None
-        self.group: Optional[WorkerGroup] = None
+        self.group: Optional[WorkerGroup[Worker]] = None
         self._thread: Optional[threading.Thread] = None
         self._errors: List[BaseException] = []
 
