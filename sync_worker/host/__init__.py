@@ -22,36 +22,23 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, List
 
-#: name -> module of this package; imported on first use, so reading ClientOptions (the
-#: operator commands do) does not load the worker runtime.
+from .client_options import ClientOptions
+from .errors import OptionsError, UnknownOption
+from .exits import EXIT_COLD_STOP, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, exit_code
+from .protocols import Runtime, Servable
+from .serve import ServeMessages, ShutdownFlags, serve
+
+#: name -> module of this package, imported on first use: they load the worker runtime, which
+#: reading ClientOptions (the operator commands, a Celery app in a web process) does not need.
 _LAZY = {
-    "ClientOptions": "client_options",
-    "OptionsError": "errors",
-    "UnknownOption": "errors",
-    "EXIT_COLD_STOP": "exits",
-    "EXIT_FAILED": "exits",
-    "EXIT_INCOMPLETE": "exits",
-    "EXIT_OK": "exits",
-    "EXIT_USAGE": "exits",
-    "exit_code": "exits",
     "WorkerGroup": "group",
     "combined_error": "group",
     "WorkerOptions": "options",
-    "Runtime": "protocols",
-    "Servable": "protocols",
-    "ServeMessages": "serve",
-    "ShutdownFlags": "serve",
-    "serve": "serve",
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .client_options import ClientOptions
-    from .errors import OptionsError, UnknownOption
-    from .exits import EXIT_COLD_STOP, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, exit_code
     from .group import WorkerGroup, combined_error
     from .options import WorkerOptions
-    from .protocols import Runtime, Servable
-    from .serve import ServeMessages, ShutdownFlags, serve
 
 __all__ = [
     "EXIT_COLD_STOP",

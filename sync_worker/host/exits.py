@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..worker import ShutdownIncomplete
-
 __all__ = ["EXIT_COLD_STOP", "EXIT_FAILED", "EXIT_INCOMPLETE", "EXIT_OK", "EXIT_USAGE", "exit_code"]
 
 EXIT_OK = 0
@@ -33,6 +31,8 @@ EXIT_COLD_STOP = 4
 
 def exit_code(error: Optional[BaseException], *, cold: bool) -> int:
     """The exit code of a run that ended with ``error`` (None: cleanly), ``cold`` when a cold stop was sent."""
+    from ..worker import ShutdownIncomplete
+
     if cold:
         return EXIT_COLD_STOP
     if error is None:

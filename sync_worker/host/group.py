@@ -270,6 +270,17 @@ class WorkerGroup(Generic[R]):
                 if not stopper.join(remaining):
                     return False
 
+    def join(self, timeout: Optional[float] = None) -> bool:
+        """Wait up to ``timeout`` seconds (None: no limit) for every member's run to return; True when they have."""
+        deadline = None if timeout is None else self._backend.monotonic() + max(0.0, timeout)
+        with self._lock:
+            runners = [m.runner for m in self._members if m.runner is not None]
+        for runner in runners:
+            remaining = None if deadline is None else max(0.0, deadline - self._backend.monotonic())
+            if not runner.join(remaining):
+                return False
+        return True
+
     def stop(self, *, cold: bool = False) -> None:
         """Stop every member at once (warm, or ``cold``) and wait; raises what the stops raised
         (the first hard error, else one :class:`ShutdownIncomplete` for every unfinished drain)."""

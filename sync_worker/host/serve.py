@@ -22,7 +22,6 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
-from ..worker import ShutdownIncomplete
 from .exits import EXIT_COLD_STOP, EXIT_FAILED, EXIT_INCOMPLETE, exit_code
 from .protocols import Servable
 from .wakeup import Wakeup
@@ -126,6 +125,8 @@ def serve(runtime: Servable, *, log: Optional[logging.Logger] = None,
     error = errors[0] if errors else None
     code = exit_code(error, cold=cold_sent)
     if code == EXIT_COLD_STOP:
+        from ..worker import ShutdownIncomplete
+
         if error is not None and not isinstance(error, ShutdownIncomplete):
             out.error("worker stopped with an error: %s", error)
     elif code == EXIT_INCOMPLETE:
