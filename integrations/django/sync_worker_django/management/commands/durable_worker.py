@@ -121,7 +121,9 @@ class Command(BaseCommand):
         discovered = Discovered() if options.get("no_autodiscover") else autodiscover(
             get_config(overrides).autodiscover_modules)
         try:
-            return WorkerGroup(build_workers(overrides=overrides, discovered=discovered))
+            # one at a time: registration reads workflow sources with ast, which CPython 3.11
+            # cannot always do in two threads at once (gh-106905)
+            return WorkerGroup(build_workers(overrides=overrides, discovered=discovered), start_one_at_a_time=True)
         except ImproperlyConfigured as error:
             raise CommandError(str(error), returncode=EXIT_USAGE)
 
