@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Set, Tuple
 
 if TYPE_CHECKING:
     from .engine import Engine
+    from .store import Row
 
 log = logging.getLogger("sync_worker.devserver")
 
@@ -55,7 +56,7 @@ class StrandedTypes:
                     type_name, queue, len(live), kind)
 
     @staticmethod
-    def _takes(worker: dict, kind: str, type_name: str) -> bool:
+    def _takes(worker: Row, kind: str, type_name: str) -> bool:
         from .routing import types_for  # routing imports the engine, which holds this
 
         types = types_for(worker, kind)

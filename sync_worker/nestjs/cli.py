@@ -6,12 +6,21 @@ import inspect
 import logging
 import os
 import sys
-from typing import Any, Dict, Optional, cast
+from typing import Any, Dict, Optional
 
 import click
 
-from ..runtime.backend import POOL_ENV, check_pool, default_pool
-from ..worker.cli import EXIT_USAGE, _autoscale, _Concurrency, _import_target, serve
+from ..cli.params import (
+    ConcurrencyParam,
+    autoscale_bounds,
+    configure_logging,
+    import_target,
+    loglevel_option,
+    resolve_pool,
+)
+from ..host import serve
+from ..host.exits import EXIT_USAGE
+from ..runtime.backend import POOL_ENV
 from .runtime import NestjsWorker
 from .steps import StepWorker
 
@@ -22,7 +31,7 @@ logger = logging.getLogger("sync_worker.nestjs.cli")
 
 def load_step_worker(target: str) -> StepWorker:
     """The StepWorker named by ``module:attr`` (an instance, or a factory that returns one)."""
-    obj: Any = _import_target(target)
+    obj: Any = import_target(target)
     if inspect.isfunction(obj) or inspect.ismethod(obj):  # a factory
         obj = obj()
     if not isinstance(obj, StepWorker):
@@ -39,7 +48,7 @@ def load_step_worker(target: str) -> StepWorker:
               help="The engine's key prefix (BullMQTransport/DbTransport `prefix`).")
 @click.option("--namespace", default=None, help="BullMQ deployment namespace (folded into the prefix).")
 @click.option("--partition", default=None, help="Serve the `<step>@<partition>` queues (BullMQ).")
-@click.option("-c", "--concurrency", type=_Concurrency(), default=4, show_default=True,
+@click.option("-c", "--concurrency", type=ConcurrencyParam(), default=4, show_default=True,
               help="Step slots: a fixed N, or 'adaptive' (memory admission gate and adaptive limit).")
 @click.option("--autoscale", default=None, metavar="MAX,MIN",
               help="Adaptive step slots between MIN (default 1) and MAX.")
@@ -49,20 +58,14 @@ def load_step_worker(target: str) -> StepWorker:
 @click.option("--stalled-interval", type=float, default=None, help="BullMQ stalled-check period, seconds (30).")
 @click.option("--shutdown-timeout", type=float, default=30.0, show_default=True,
               help="Seconds a warm stop waits for running steps.")
-@click.option("-l", "--loglevel", default="INFO", show_default=True)
+@loglevel_option()
 def nestjs_command(target: str, transport_url: str, prefix: str, namespace: Optional[str],
                    partition: Optional[str], concurrency: Any, autoscale: Optional[str], pool: Optional[str],
                    lock_duration: Optional[float], stalled_interval: Optional[float],
                    shutdown_timeout: float, loglevel: str) -> None:
     """Run the nestjs-durable steps of TARGET (MODULE:ATTR, a StepWorker) until signalled."""
-    try:
-        pool = check_pool(pool or default_pool())
-    except (ValueError, RuntimeError) as error:
-        raise click.UsageError(str(error))
-    level = logging.getLevelName(loglevel.upper())
-    if not isinstance(level, int):
-        raise click.UsageError(f"unknown log level {loglevel!r}")
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    pool = resolve_pool(pool)
+    configure_logging(loglevel)
     options: Dict[str, Any] = {}
     if lock_duration is not None:
         options["lock_duration"] = lock_duration
@@ -78,7 +81,7 @@ def nestjs_command(target: str, transport_url: str, prefix: str, namespace: Opti
     except ValueError as error:
         raise click.UsageError(str(error))
     os.environ[POOL_ENV] = pool
-    bounds = _autoscale(autoscale)
+    bounds = autoscale_bounds(autoscale)
     if bounds is not None:
         concurrency = bounds
     steps = load_step_worker(target)
@@ -88,4 +91,4 @@ def nestjs_command(target: str, transport_url: str, prefix: str, namespace: Opti
     except ValueError as error:
         click.echo(f"sync-worker nestjs: {error}", err=True)
         sys.exit(EXIT_USAGE)
-    sys.exit(serve(cast(Any, worker)))
+    sys.exit(serve(worker, log=logger))

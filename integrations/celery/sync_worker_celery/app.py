@@ -22,8 +22,11 @@ import socket
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Type
 
+from sync_worker.host import ClientOptions, OptionsError
+from sync_worker.host.client_options import SERVER_URL_ENV
+
 from . import notices, signals
-from .config import Settings
+from .config import CLIENT_SETTINGS, Settings
 from .exceptions import ImproperlyConfigured, NotRegistered, UnsupportedFeature
 from .task import IGNORED_TASK_OPTIONS
 from .task import Task as BaseTask
@@ -396,25 +399,28 @@ class Celery:
         """The ``sync_worker.Client`` this app talks to (built from settings or the environment)."""
         with self._client_lock:
             if self._client is None:
-                from sync_worker import Client
-
-                url = (self.conf.get("durable_workflow_server_url")
-                       or os.environ.get("DURABLE_WORKFLOW_SERVER_URL"))
-                if not url:
-                    raise ImproperlyConfigured(
-                        "no Durable Workflow server: set durable_workflow_server_url "
-                        "(CELERY_DURABLE_WORKFLOW_SERVER_URL in Django) or the DURABLE_WORKFLOW_SERVER_URL "
-                        "environment variable")
-                token = self.conf.get("durable_workflow_auth_token") or os.environ.get("DURABLE_WORKFLOW_AUTH_TOKEN")
-                namespace = (self.conf.get("durable_workflow_namespace")
-                             or os.environ.get("DURABLE_WORKFLOW_NAMESPACE") or "default")
-                self._client = Client(url, token=token, namespace=namespace)
+                self._client = self.client_options().build_client()
             return self._client
 
     @client.setter
     def client(self, value: Any) -> None:
         with self._client_lock:
             self._client = value
+
+    def client_options(self) -> ClientOptions:
+        """How this app reaches the server: its ``durable_workflow_*`` settings, else the
+        ``DURABLE_WORKFLOW_*`` environment (:class:`sync_worker.host.ClientOptions`)."""
+        settings = {key: self.conf.get(key) for key in CLIENT_SETTINGS if self.conf.get(key)}
+        try:
+            options = ClientOptions.from_mapping(settings, base=ClientOptions.from_env(), source="app.conf")
+        except OptionsError as error:
+            raise ImproperlyConfigured(str(error)) from None
+        if options.server_url is None:
+            raise ImproperlyConfigured(
+                "no Durable Workflow server: set durable_workflow_server_url "
+                f"(CELERY_DURABLE_WORKFLOW_SERVER_URL in Django) or the {SERVER_URL_ENV} "
+                "environment variable")
+        return options
 
     def connection_for_write(self, *args: Any, **kwargs: Any) -> Any:
         raise UnsupportedFeature("broker connections are not supported: there is no broker")

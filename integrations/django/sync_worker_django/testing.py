@@ -51,7 +51,7 @@ class DurableTestEnvironment:
                                control_token=configured.get("CONTROL_TOKEN"))
         self.server = server
         self._settings: Any = None
-        self.group: Optional[WorkerGroup] = None
+        self.group: Optional[WorkerGroup[Worker]] = None
         self._thread: Optional[threading.Thread] = None
         self._errors: List[BaseException] = []
 
@@ -75,7 +75,10 @@ class DurableTestEnvironment:
         """Build the project's workers (autodiscovery included), run them, wait until every one is ready."""
         if self.group is not None:
             raise RuntimeError("workers are already running in this test environment")
-        group = WorkerGroup(build_workers(task_queues=task_queues, pool=pool, concurrency=concurrency))
+        # one at a time: registration reads workflow sources with ast, which CPython 3.11 cannot
+        # always do in two threads at once (gh-106905)
+        group = WorkerGroup(build_workers(task_queues=task_queues, pool=pool, concurrency=concurrency),
+                            start_one_at_a_time=True)
         self.group = group
 
         def run() -> None:
