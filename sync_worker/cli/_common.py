@@ -29,13 +29,13 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, NoReturn, Optio
 import click
 
 from .. import errors
-from ..host.client_options import AUTH_TOKEN_ENV, NAMESPACE_ENV, SERVER_URL_ENV, ClientOptions
+from ..host.client_options import AUTH_TOKEN_ENV, DEFAULT_SERVER_URL, NAMESPACE_ENV, SERVER_URL_ENV, ClientOptions
 from ..host.errors import OptionsError
 from .params import namespace_option, server_url_option, token_option
 
 EXIT_OK, EXIT_FAILURE, EXIT_INVALID, EXIT_NETWORK, EXIT_AUTH, EXIT_NOT_FOUND, EXIT_SERVER, EXIT_TIMEOUT = range(8)
 
-DEFAULT_SERVER = "http://127.0.0.1:7233"
+DEFAULT_SERVER = DEFAULT_SERVER_URL
 
 # the list of a listing response, printed one object per line by ``--output jsonl``
 _LIST_KEYS = ("workflows", "runs", "events", "schedules", "namespaces", "activities", "workers", "task_queues",

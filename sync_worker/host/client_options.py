@@ -23,6 +23,8 @@ An empty variable counts as unset. ``server_url`` may stay None while options ar
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Dict, Mapping, Optional, Type, TypeVar, overload
 
@@ -37,6 +39,7 @@ __all__ = [
     "AUTH_TOKEN_ENV",
     "CONNECT_TIMEOUT_ENV",
     "ClientOptions",
+    "DEFAULT_SERVER_URL",
     "NAMESPACE_ENV",
     "REQUEST_TIMEOUT_ENV",
     "SERVER_URL_ENV",
@@ -47,6 +50,9 @@ AUTH_TOKEN_ENV = "DURABLE_WORKFLOW_AUTH_TOKEN"
 NAMESPACE_ENV = "DURABLE_WORKFLOW_NAMESPACE"
 REQUEST_TIMEOUT_ENV = "SYNC_WORKER_REQUEST_TIMEOUT"
 CONNECT_TIMEOUT_ENV = "SYNC_WORKER_CONNECT_TIMEOUT"
+#: The server every command uses when none is given: the Durable Workflow CLI's default, and where
+#: ``sync-worker devserver`` listens. One rule for every ``sync-worker`` command (issue 27).
+DEFAULT_SERVER_URL = "http://127.0.0.1:7233"
 
 C = TypeVar("C", bound="Client")
 
@@ -96,6 +102,15 @@ class ClientOptions(OptionsBase):
         REQUEST_TIMEOUT_ENV: "timeout",
         CONNECT_TIMEOUT_ENV: "connect_timeout",
     }
+
+    def or_default_server(self) -> ClientOptions:
+        """These options, with :data:`DEFAULT_SERVER_URL` when no server URL was given (logged at INFO
+        so the start-up output says where the worker connects and why)."""
+        if self.server_url is not None:
+            return self
+        logging.getLogger("sync_worker.host").info(
+            "no server URL given (--server-url or %s): using %s", SERVER_URL_ENV, DEFAULT_SERVER_URL)
+        return dataclasses.replace(self, server_url=DEFAULT_SERVER_URL)
 
     def client_kwargs(self) -> Dict[str, Any]:
         """The keyword arguments of ``Client(server_url, **...)``."""

@@ -44,7 +44,7 @@ from ..cli.params import (
     token_option,
 )
 from ..host import serve as host_serve
-from ..host.client_options import SERVER_URL_ENV, ClientOptions
+from ..host.client_options import ClientOptions
 from ..host.errors import OptionsError
 from ..host.exits import EXIT_COLD_STOP, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE
 from ..host.protocols import Servable
@@ -76,9 +76,7 @@ def _make_client(server_url: Optional[str], token: Optional[str], namespace: Opt
         options = ClientOptions.from_env(server_url=server_url, token=token, namespace=namespace)
     except OptionsError as error:
         raise click.UsageError(str(error)) from None
-    if options.server_url is None:
-        raise click.UsageError(f"no server URL: pass --server-url or set {SERVER_URL_ENV}")
-    return options.build_client()
+    return options.or_default_server().build_client()
 
 
 def load_worker(

@@ -19,11 +19,11 @@ import inspect
 import logging
 import os
 import socket
+import sys
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Type
 
 from sync_worker.host import ClientOptions, OptionsError
-from sync_worker.host.client_options import SERVER_URL_ENV
 
 from . import notices, signals
 from .config import CLIENT_SETTINGS, Settings
@@ -415,12 +415,9 @@ class Celery:
             options = ClientOptions.from_mapping(settings, base=ClientOptions.from_env(), source="app.conf")
         except OptionsError as error:
             raise ImproperlyConfigured(str(error)) from None
-        if options.server_url is None:
-            raise ImproperlyConfigured(
-                "no Durable Workflow server: set durable_workflow_server_url "
-                f"(CELERY_DURABLE_WORKFLOW_SERVER_URL in Django) or the {SERVER_URL_ENV} "
-                "environment variable")
-        return options
+        # As every sync-worker command (and as Celery's own broker_url default to localhost): the
+        # local server when none is configured; the start-up line names it.
+        return options.or_default_server()
 
     def connection_for_write(self, *args: Any, **kwargs: Any) -> Any:
         raise UnsupportedFeature("broker connections are not supported: there is no broker")
@@ -436,12 +433,21 @@ class Celery:
         return build_workers(self, list(queues) if queues else None, **options)
 
     def worker_main(self, argv: Optional[Sequence[str]] = None) -> None:
-        from .cli import main
-
-        main(list(argv or ["worker"]), app=self)
+        """Run ``celery worker`` with ``argv`` (default :data:`sys.argv`), as Celery's does: ``argv``
+        must name the ``worker`` sub-command."""
+        args = _command_args(argv)
+        if "worker" not in args:
+            raise ValueError("The worker sub-command must be specified in argv.\n"
+                             "Use app.start() to programmatically start other commands.")
+        self.start(args)
 
     def start(self, argv: Optional[Sequence[str]] = None) -> None:
-        self.worker_main(argv)
+        """Run the ``celery`` command with ``argv`` (default :data:`sys.argv`): ``python proj.py worker
+        -l INFO`` serves exactly as ``sync-worker celery -A proj worker -l INFO`` (same flags, ready
+        line and exit codes)."""
+        from .cli import main
+
+        main(_command_args(argv) or ["worker"], app=self)
 
     def close(self) -> None:
         with self._client_lock:
@@ -454,6 +460,15 @@ class Celery:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _command_args(argv: Optional[Sequence[str]]) -> List[str]:
+    """The command's arguments: ``argv`` (default :data:`sys.argv`) without the program name that
+    :data:`sys.argv` starts with (Celery passes it on whole; click would read it as a command)."""
+    args = list(sys.argv if argv is None else argv)
+    if args and (args[0] == sys.argv[0] or args[0].endswith(".py")):
+        args = args[1:]
+    return args
 
 
 def django_configured() -> bool:

@@ -101,7 +101,9 @@ def _serve(app: Any, workers: List[Any], beat: bool) -> int:
     from .worker import WorkerGroup
 
     group = WorkerGroup(app, workers)
-    logger.info("celery@%s ready: queues %s", group.hostname, ", ".join(w.task_queue for w in workers))
+    server = getattr(getattr(workers[0], "client", None), "base_url", None) if workers else None
+    logger.info("celery@%s ready: queues %s%s", group.hostname, ", ".join(w.task_queue for w in workers),
+                f" (server {server})" if server else "")
     return serve(group, log=logger, messages=_MESSAGES)
 
 
