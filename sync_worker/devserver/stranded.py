@@ -51,9 +51,9 @@ class StrandedTypes:
         with self._lock:
             self._reported.add(key)
         log.warning("%s %s task of type %r waits on task queue %r: none of its %d registered worker(s) "
-                    "registered that type. A worker loads its %ss at start: restart it after adding code "
-                    "(or run it with --reload while developing).", "an" if kind == "activity" else "a", kind,
-                    type_name, queue, len(live), kind)
+                    "registered that type. A worker loads its task types at start: restart it after adding "
+                    "code (or run it with --reload while developing).", "an" if kind == "activity" else "a", kind,
+                    type_name, queue, len(live))
 
     @staticmethod
     def _takes(worker: Row, kind: str, type_name: str) -> bool:

@@ -155,9 +155,26 @@ class Command(BaseCommand):
         return code
 
     def _run_reloading(self, overrides: Dict[str, Any], options: Dict[str, Any]) -> None:
-        """The autoreloader's child: run the workers until the reloader restarts the process."""
+        """The autoreloader's child: run the workers until the reloader restarts the process.
+
+        Django's reloader exits this process as soon as a file changes (its main thread calls
+        ``sys.exit(3)``; the workers run on a daemon thread), which would abandon running tasks.
+        A ``file_changed`` receiver stops the group warm first, so running tasks finish and are
+        reported (within ``--shutdown-timeout``) before the restart; it returns None, so the
+        reload then goes ahead as usual.
+        """
+        from django.utils import autoreload
+
         group = self._build(overrides, options)
         self._start_health(overrides, group)
+
+        def drain_before_reload(sender: Any, file_path: Any, **kwargs: Any) -> None:
+            logger.info("%s changed: draining running tasks before the reload", file_path)
+            group.stop()
+            logger.info("drained; reloading")
+
+        autoreload.file_changed.connect(drain_before_reload, dispatch_uid="sync_worker_django.drain_before_reload",
+                                        weak=False)
         self.stdout.write(f"durable_worker: serving {', '.join(w.task_queue for w in group.workers)} on pool "
                           f"{group.pool} (reloading on code changes, pid {os.getpid()})")
         self.stdout.flush()
