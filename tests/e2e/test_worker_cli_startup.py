@@ -145,3 +145,18 @@ def test_waits_for_a_server_that_comes_up_later_and_prints_where_it_connects() -
     assert code == 0, out
     assert f"server {url}, namespace 'default', task queue '{queue}', pool threads" in out, out
     assert "cannot start yet: connection refused" in out, out
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "tests.e2e._signal_app:make_worker", "--server-url", "http://127.0.0.1:7233/api"],
+    ["workflow", "list", "--server-url", "http://127.0.0.1:7233/api"],
+], ids=["run", "operator"])
+def test_a_server_url_ending_in_api_is_a_one_line_usage_error(argv: List[str]) -> None:
+    """Issue 27: was a 35-line traceback ending in a correct ValueError."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-m", "sync_worker.cli", *argv], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and "leave out the trailing /api" in errors[0], done.stderr
