@@ -123,8 +123,7 @@ class Engine:
         """
         with self.lock:
             if self._last_order is None:
-                cur = self.store._conn.execute("SELECT COALESCE(MAX(created_order), 0) FROM runs")
-                self._last_order = int(cur.fetchone()[0])
+                self._last_order = self.store.max_value("runs", "created_order")
             self._last_order += 1
             return self._last_order
 

@@ -266,6 +266,11 @@ class Store:
         cur = self._conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}", tuple(params))
         return int(cur.fetchone()[0])
 
+    def max_value(self, table: str, column: str) -> int:
+        """The largest integer ``column`` of ``table`` (0 when empty)."""
+        cur = self._conn.execute(f"SELECT COALESCE(MAX({column}), 0) FROM {table}")
+        return int(cur.fetchone()[0])
+
     # -- history ------------------------------------------------------------------------
     def event_count(self, run_id: str) -> int:
         known = self._last_seq.get(run_id)
