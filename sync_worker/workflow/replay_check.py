@@ -113,6 +113,14 @@ class HistoryCheck:
     def ok(self) -> bool:
         return self.status in (REPLAYED, SKIPPED)
 
+    @property
+    def event_number(self) -> Optional[int]:
+        """The diverging event's number in the history (its ``sequence``, else its 1-based position)."""
+        if self.event is None or self.event_index is None:
+            return None
+        number = self.event.get("sequence")
+        return number if isinstance(number, int) and not isinstance(number, bool) else self.event_index + 1
+
     def describe(self) -> str:
         """One or a few lines for a terminal."""
         name = f"{self.source} ({self.workflow_type or 'unknown type'})"
@@ -122,7 +130,7 @@ class HistoryCheck:
             return f"skipped  {name}: {self.message}"
         lines = [f"{'NONDET' if self.status == NONDETERMINISTIC else 'FAILED':<8} {name}: {self.message}"]
         if self.event is not None:
-            lines.append(f"         at history event #{self.event_index}: {self.event.get('event_type')} "
+            lines.append(f"         at history event {self.event_number}: {self.event.get('event_type')} "
                          f"(workflow sequence {(self.event.get('payload') or {}).get('sequence')})")
         if self.code_position is not None:
             lines.append(f"         workflow code: {self.code_position}")
@@ -137,6 +145,7 @@ class HistoryCheck:
                         "recorded_event_types": list(self.error.recorded_event_types)})
         if self.event is not None:
             out["event_index"] = self.event_index
+            out["event_number"] = self.event_number
             out["event_type"] = self.event.get("event_type")
         if self.code_position is not None:
             position = self.code_position
