@@ -52,7 +52,11 @@ def _seconds(duration: Duration) -> float:
 
 
 class _ChangeWait:
-    """A ``cancel`` token for ``Client.get_result`` whose wait returns at the server's next commit."""
+    """A ``cancel`` token for ``Client.get_result``: its wait lets time skip, until the server's next commit.
+
+    ``get_result`` waits only after a describe found the run still open, so time never skips
+    for a result that is already there.
+    """
 
     def __init__(self, environment: LiveEnvironment, user: Any) -> None:
         self._environment = environment
@@ -61,11 +65,7 @@ class _ChangeWait:
     def wait(self, timeout: Optional[float] = None) -> bool:
         if self._user is not None and self._user.wait(0):
             return True
-        skipper = self._environment.skipper
-        if skipper is None:
-            time.sleep(min(timeout or 0.0, 0.02))
-        else:
-            skipper.changes.wait(skipper.changes.count, timeout if timeout is not None else 0.25)
+        self._environment._wait_for_change(0.25 if timeout is None else timeout)
         return bool(self._user is not None and self._user.wait(0))
 
 
@@ -73,8 +73,9 @@ class EnvironmentClient(Client):
     """The environment's :class:`~sync_worker.Client`: waiting for a result lets virtual time pass.
 
     ``get_result`` (so ``handle.result()``) and ``get_activity_result`` unlock automatic time
-    skipping while they wait and look again at each server commit, not every ``poll_interval``.
-    ``timeout`` stays real time: it bounds how long the test waits, however far the clock jumps.
+    skipping while the run or activity they wait for is still open, and look again at each
+    server commit rather than every ``poll_interval``. ``timeout`` stays real time: it bounds
+    how long the test waits, however far the clock jumps.
     """
 
     def __init__(self, base_url: str, *, environment: LiveEnvironment, **options: Any) -> None:
@@ -87,15 +88,20 @@ class EnvironmentClient(Client):
 
     def get_result(self, handle: Any, *, poll_interval: float = 0.5, timeout: Optional[float] = 30.0,
                    run_id: Optional[str] = None, cancel: Any = None) -> Any:
-        with self._environment._auto_skipping():
-            return super().get_result(handle, poll_interval=min(poll_interval, 0.25), timeout=timeout,
-                                      run_id=run_id,
-                                      cancel=cast(CancelToken, _ChangeWait(self._environment, cancel)))
+        return super().get_result(handle, poll_interval=min(poll_interval, 0.25), timeout=timeout, run_id=run_id,
+                                  cancel=cast(CancelToken, _ChangeWait(self._environment, cancel)))
 
     def get_activity_result(self, handle: Any, *, poll_interval: float = 0.5,
                             timeout: Optional[float] = 30.0) -> Any:
-        with self._environment._auto_skipping():
-            return super().get_activity_result(handle, poll_interval=min(poll_interval, 0.01), timeout=timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:  # one look (timeout 0): the result, its failure, or "still open"
+                return super().get_activity_result(handle, poll_interval=0.0, timeout=0.0)
+            except TimeoutError:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return super().get_activity_result(handle, poll_interval=0.0, timeout=0.0)
+            self._environment._wait_for_change(min(poll_interval, 0.25, remaining or 0.25))
 
 
 class LiveEnvironment:
@@ -195,13 +201,15 @@ class LiveEnvironment:
         with self.skipper.disabled():
             yield
 
-    @contextmanager
-    def _auto_skipping(self) -> Iterator[None]:
-        if self.skipper is None:
-            yield
+    def _wait_for_change(self, timeout: float) -> None:
+        """Wait for the server's next commit (at most ``timeout``), letting time skip meanwhile."""
+        skipper = self.skipper
+        if skipper is None:
+            time.sleep(min(timeout, 0.02))
             return
-        with self.skipper.unlocked():
-            yield
+        seen = skipper.changes.count
+        with skipper.unlocked():
+            skipper.changes.wait(seen, timeout)
 
     @contextmanager
     def worker(self, task_queue: Optional[str] = None, *, workflows: Sequence[Any] = (),
