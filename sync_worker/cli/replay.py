@@ -29,27 +29,25 @@ from typing import Any, Iterator, List, Optional, Tuple
 
 import click
 
-from ._common import EXIT_FAILURE, EXIT_INVALID, EXIT_NETWORK, EXIT_OK
+from ..host.client_options import SERVER_URL_ENV, ClientOptions
+from ..host.errors import OptionsError
+from ._common import DEFAULT_SERVER, EXIT_FAILURE, EXIT_INVALID, EXIT_NETWORK, EXIT_OK
+from .params import import_target, namespace_option, server_url_option, token_option
 
 __all__ = ["replay_command", "workflow_classes"]
 
 
 def workflow_classes(target: str) -> List[type]:
     """The workflow classes ``target`` names (see the module docstring); a usage error if none."""
-    module_name, _, attribute = target.partition(":")
-    if not module_name:
-        raise click.UsageError(f"expected MODULE or MODULE:ATTR, got {target!r}")
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        value: Any = importlib.import_module(module_name)
-    except ImportError as error:
-        raise click.UsageError(f"cannot import {module_name!r}: {error}") from None
-    for part in filter(None, attribute.split(".")):
+    if ":" in target:
+        value = import_target(target)
+    else:
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.insert(0, os.getcwd())
         try:
-            value = getattr(value, part)
-        except AttributeError:
-            raise click.UsageError(f"{module_name!r} has no attribute {attribute!r}") from None
+            value = importlib.import_module(target)
+        except ImportError as error:
+            raise click.UsageError(f"cannot import {target!r}: {error}") from None
     found = _classes_of(value)
     if not found:
         raise click.UsageError(f"{target!r} names no @workflow.defn class")
@@ -85,10 +83,10 @@ def _is_workflow(obj: Any) -> bool:
 @click.option("--status", default=None, type=click.Choice(["running", "completed", "failed"]),
               help="Only listed workflows in this state (with --query / --workflow-type).")
 @click.option("--limit", default=None, type=click.IntRange(min=1), help="At most this many listed workflows.")
-@click.option("--server-url", "--server", "-s", "server_url", default=None, metavar="URL",
-              help="Server origin (env DURABLE_WORKFLOW_SERVER_URL); --server is an alias.")
-@click.option("--token", default=None, help="Auth token (env DURABLE_WORKFLOW_AUTH_TOKEN).")
-@click.option("--namespace", default=None, help="Namespace (env DURABLE_WORKFLOW_NAMESPACE).")
+@server_url_option(short=True, help=f"Server to fetch histories from (env {SERVER_URL_ENV}; default "
+                                    f"{DEFAULT_SERVER}); --server and -s are aliases.")
+@token_option()
+@namespace_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def replay_command(targets: Tuple[str, ...], history_paths: Tuple[str, ...], workflow_ids: Tuple[str, ...],
                    run_id: Optional[str], query: Optional[str], workflow_type: Optional[str], status: Optional[str],
@@ -109,8 +107,13 @@ def replay_command(targets: Tuple[str, ...], history_paths: Tuple[str, ...], wor
         raise click.UsageError("--run-id goes with exactly one --workflow-id")
     if not history_paths and not from_server:
         raise click.UsageError("give histories: -f FILE_OR_FOLDER, --workflow-id, --query or --workflow-type")
-    histories = _histories(history_paths, from_server, workflow_ids, run_id, query, workflow_type, status, limit,
-                           server_url, token, namespace)
+    connection: Optional[ClientOptions] = None
+    if from_server:
+        try:
+            connection = ClientOptions.from_env(server_url=server_url, token=token, namespace=namespace)
+        except OptionsError as error:
+            raise click.UsageError(str(error)) from None
+    histories = _histories(history_paths, connection, workflow_ids, run_id, query, workflow_type, status, limit)
     report = replayer.check_all(histories)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, default=str))
@@ -129,20 +132,17 @@ def replay_command(targets: Tuple[str, ...], history_paths: Tuple[str, ...], wor
     sys.exit(EXIT_FAILURE)
 
 
-def _histories(paths: Tuple[str, ...], from_server: bool, workflow_ids: Tuple[str, ...], run_id: Optional[str],
-               query: Optional[str], workflow_type: Optional[str], status: Optional[str], limit: Optional[int],
-               server_url: Optional[str], token: Optional[str], namespace: Optional[str]) -> Iterator[Any]:
+def _histories(paths: Tuple[str, ...], connection: Optional[ClientOptions], workflow_ids: Tuple[str, ...],
+               run_id: Optional[str], query: Optional[str], workflow_type: Optional[str], status: Optional[str],
+               limit: Optional[int]) -> Iterator[Any]:
     from ..testing.replay import fetch_histories, load_history_files
 
     yield from load_history_files(paths)
-    if not from_server:
+    if connection is None:
         return
-    from ..client import Client
-
-    client = Client(server_url or os.environ.get("DURABLE_WORKFLOW_SERVER_URL") or "http://127.0.0.1:7233",
-                    token=token or os.environ.get("DURABLE_WORKFLOW_AUTH_TOKEN") or None,
-                    namespace=namespace or os.environ.get("DURABLE_WORKFLOW_NAMESPACE") or "default",
-                    transport_retries=2)
+    if connection.server_url is None:
+        connection = connection.replace(server_url=DEFAULT_SERVER)
+    client = connection.build_client(transport_retries=2)
     try:
         yield from fetch_histories(client, workflow_ids=workflow_ids, run_id=run_id, query=query,
                                    workflow_type=workflow_type, status=status, limit=limit)
