@@ -19,6 +19,7 @@ __all__ = [
     "ChildWorkflowCancelled",
     "ChildWorkflowFailed",
     "ChildWorkflowTerminated",
+    "CodePosition",
     "Conflict",
     "DuplicateRegistrationError",
     "DurableWorkflowError",
@@ -349,12 +350,23 @@ class InvalidWorkflowDefinition(DurableWorkflowError, ValueError):
 
 
 class DuplicateRegistrationError(DurableWorkflowError, ValueError):
-    """Two registrations claim the same wire name."""
+    """Two registrations claim the same wire name.
 
-    def __init__(self, kind: str, name: str) -> None:
-        super().__init__(f"duplicate {kind} registration for {name!r}")
-        self.kind = kind
-        self.name = name
+    ``registration_kind`` / ``wire_name`` are the SDK's attribute names for ``kind`` / ``name``;
+    when both definitions are given the message names them.
+    """
+
+    def __init__(self, kind: str, name: str, existing: Any = None, duplicate: Any = None) -> None:
+        text = f"duplicate {kind} registration for {name!r}"
+        if existing is not None and duplicate is not None:
+            text += f": {_definition_name(existing)} and {_definition_name(duplicate)}"
+        super().__init__(text)
+        self.kind = self.registration_kind = kind
+        self.name = self.wire_name = name
+
+
+def _definition_name(definition: Any) -> str:
+    return f"{getattr(definition, '__module__', '?')}.{getattr(definition, '__qualname__', repr(definition))}"
 
 
 class NonRetryableError(DurableWorkflowError):
@@ -397,6 +409,7 @@ from .outcomes import (  # noqa: E402
     ChildWorkflowCancelled,
     ChildWorkflowFailed,
     ChildWorkflowTerminated,
+    CodePosition,
     NonDeterministicReplayError,
     SagaCompensationFailed,
     StandaloneActivityFailed,

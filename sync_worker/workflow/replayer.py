@@ -52,6 +52,7 @@ from .failures import fail_workflow_from_exception
 from .history import HistoryIndex, Receiver, RecordedStep, UnsupportedReplayHistory
 from .matching import annotate_group, check_step, first_failure, group_leaves, reshape
 from .messages import ResumeContext, current_message, update_arrival
+from .positions import code_position
 from .reader import read_history_scanner
 from .recorded import LIVE, RecordedWaits, UpdateCall
 from .streams import is_cursor_checkpoint
@@ -124,6 +125,7 @@ class _Replay(ConditionWaits, RecordedWaits):
         self.generator: Any = None
         self.blocked: Any = None
         self.blocked_mark = 0  # pending[:blocked_mark] came before the blocked command
+        self.last_line: Optional[Tuple[Any, int]] = None  # (code, line) of run()'s latest yield
         # What the condition-wait decisions read (see ``waiting``).
         self.wait_visits: List[WaitVisit] = []
         self.visits_by_id: Dict[str, List[int]] = {}
@@ -257,7 +259,11 @@ class _Replay(ConditionWaits, RecordedWaits):
             raise WorkflowEntryArgumentsMismatchError(name, "argument_binding_failed") from None
         try:
             return self.result(self.drive())
-        except (NonDeterministicReplayError, InvalidWorkflowDefinition, UnsupportedReplayHistory):
+        except NonDeterministicReplayError as error:
+            if error.code_position is None:
+                error.code_position = code_position(self.generator, self.last_line, self.cls)
+            raise
+        except (InvalidWorkflowDefinition, UnsupportedReplayHistory):
             raise
         except (Exception, WorkflowCancelled) as error:
             return self.result([*self.pending, fail_workflow_from_exception(error)])
@@ -285,6 +291,8 @@ class _Replay(ConditionWaits, RecordedWaits):
                 command = generator.throw(action[1]) if action[0] == "throw" else generator.send(action[1])
             except StopIteration as stop:
                 return self.finish(stop.value)
+            frame = generator.gi_frame
+            self.last_line = (frame.f_code, frame.f_lineno)  # where run() ended, if it ends with a mismatch
             self.ctx.issued_commands.release(command)
             first = False
             if self.cursor != self._last_cursor:
