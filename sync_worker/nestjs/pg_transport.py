@@ -189,6 +189,9 @@ class PostgresTransport:
     def beat(self, delivery: Delivery) -> None:
         self.renew([delivery])
 
+    def progress(self, delivery: Delivery, event: Dict[str, Any]) -> None:
+        """No live channel here: step events ride the result."""
+
     def maintain(self, now: float) -> None:
         """Nothing periodic: a lapsed claim is simply claimable again."""
 

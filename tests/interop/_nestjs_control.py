@@ -22,10 +22,12 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _nestjs_steps import install
-from durable_worker import FatalError, Worker
+from _nestjs_workflows import GROUP
+from _nestjs_workflows import install as install_workflows
+from durable_worker import FatalError, StepFailed, Worker, WorkflowWorker
 
-GROUPS = ["payments.charge-card", "payments.declined", "payments.flaky", "payments.slow", "bench.echo",
-          "bench.sleep"]
+GROUPS = ["payments.charge-card", "payments.declined", "payments.flaky", "payments.slow", "payments.progress",
+          "bench.echo", "bench.sleep"]
 
 
 def build(sep: str = ".") -> Worker:
@@ -75,11 +77,16 @@ async def serve_redis(url: str, prefix: str, lock_seconds: float, concurrency: i
     bullmq.Worker = TunedWorker
     handle = await redis_runner.run_redis_worker(build(), connection=url, prefix=prefix,
                                                 concurrency=concurrency)
+    # The split WorkflowWorker on the group the engine's `engine.remote(name, {group})` dispatches to.
+    workflows = WorkflowWorker(group=GROUP, auto_register=False)
+    install_workflows(workflows.workflow, StepFailed, step_group="default")
+    turns = await redis_runner.run_redis_workflow_worker(workflows, group=GROUP, connection=url, prefix=prefix)
     print("control ready", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     await stop.wait()
+    await turns.close()
     await handle.close()
 
 

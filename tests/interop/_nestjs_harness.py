@@ -215,8 +215,10 @@ class StepWorkerProcess:
     """A step worker in its own process: ``kind`` is ``threads``, ``gevent`` or ``control``."""
 
     def __init__(self, kind: str, transport_url: str, prefix: str, *, lease: float, log_dir: Path,
-                 concurrency: str = "4", extra: Sequence[str] = ()) -> None:
+                 concurrency: str = "4", extra: Sequence[str] = (), workflows: bool = False) -> None:
         self.kind = kind
+        #: Ours also serves the interop workflows (the control always does over Redis).
+        self.workflows = workflows
         self.transport_url = transport_url
         self.prefix = prefix
         self.lease = lease
@@ -235,8 +237,9 @@ class StepWorkerProcess:
             url = f"sqs+{self.transport_url}" if sqs else self.transport_url
             return [python, str(CONTROL_SCRIPT), url, self.prefix, str(self.lease), concurrency]
         target = "tests.interop._nestjs_app:" + ("sqs_worker" if sqs else "worker")
+        targets = [target, "tests.interop._nestjs_app:workflows"] if self.workflows else [target]
         url = f"sqs://us-east-1?endpoint={self.transport_url}" if sqs else self.transport_url
-        cmd = [sys.executable, "-m", "sync_worker", "nestjs", target,
+        cmd = [sys.executable, "-m", "sync_worker", "nestjs", *targets,
                "--transport", url, "--prefix", self.prefix, "-P", self.kind,
                "-c", self.concurrency, "--lock-duration", str(self.lease), "--shutdown-timeout", "10", *self.extra]
         if self.transport_url.startswith("redis"):
@@ -318,17 +321,20 @@ def record(result: Dict[str, Any]) -> Dict[str, Any]:
 class Fleet:
     """One engine and one worker process per worker kind, each on its own prefix, started lazily."""
 
-    def __init__(self, transport: str, url: str, base_dir: Path, *, lease: float = 2.0) -> None:
+    def __init__(self, transport: str, url: str, base_dir: Path, *, lease: float = 2.0, workflows: bool = False,
+                 tag: str = "") -> None:
         self.transport = transport
         self.url = url
         self.base_dir = base_dir
         self.lease = lease
+        self.workflows = workflows
+        self.tag = tag
         self.members: Dict[str, Any] = {}
         self.records: Dict[Any, Dict[str, Any]] = {}
 
     def prefix(self, kind: str) -> str:
-        tag = f"{kind[:3]}{os.getpid()}"
-        return f"swnj_{tag}" if self.transport == "postgresql" else f"swnj-{tag}"
+        tag = f"{self.tag}{kind[:3]}{os.getpid()}"
+        return f"swnj_{tag}" if self.transport in ("postgresql", "mysql") else f"swnj-{tag}"
 
     def get(self, kind: str) -> Any:
         if kind not in self.members:
@@ -341,8 +347,14 @@ class Fleet:
                 flush_redis_prefix(self.url, prefix)
             log_dir = self.base_dir / "logs"
             log_dir.mkdir(parents=True, exist_ok=True)
-            worker = StepWorkerProcess(kind, self.url, prefix, lease=self.lease, log_dir=log_dir).start()
+            worker = StepWorkerProcess(kind, self.url, prefix, lease=self.lease, log_dir=log_dir,
+                                       workflows=self.workflows).start()
             engine = Engine(self.transport, prefix, url=self.url)
+            if self.workflows:
+                from ._nestjs_workflows import GROUP, NAMES
+
+                for name in NAMES:
+                    engine.call("remote", workflow=name, group=GROUP)
             self.members[kind] = (engine, worker)
         return self.members[kind]
 
