@@ -67,7 +67,7 @@ def encode_decision(decision: Dict[str, Any]) -> str:
     try:
         return json.dumps(decision, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as error:
-        failed = {key: decision[key] for key in ("taskId", "runId") if key in decision}
+        failed: Dict[str, Any] = {key: decision[key] for key in ("taskId", "runId") if key in decision}
         failed.update({"status": "failed", "commands": [], "error": {
             "message": f"workflow turn {decision.get('taskId')} produced a value JSON cannot carry: {error}"[:2048],
             "code": "unserializable_output"}})

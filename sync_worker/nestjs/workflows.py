@@ -167,9 +167,9 @@ class WorkflowWorker:
                 f"code never reached (it stopped at seq {ctx.seq}) -- the workflow changed under a run in flight")
         if broken is not None:
             logger.error("%s", broken)
-            error = error_dict(broken)
-            error["code"] = NON_DETERMINISM
-            decision = {**base, "status": "failed", "commands": [], "error": error}
+            broken_error = error_dict(broken)
+            broken_error["code"] = NON_DETERMINISM
+            decision = {**base, "status": "failed", "commands": [], "error": broken_error}
         return decision
 
     # -- serving -------------------------------------------------------------------------------

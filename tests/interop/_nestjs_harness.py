@@ -355,6 +355,7 @@ class Fleet:
 
                 for name in NAMES:
                     engine.call("remote", workflow=name, group=GROUP)
+                engine.call("serveTsSteps")
             self.members[kind] = (engine, worker)
         return self.members[kind]
 

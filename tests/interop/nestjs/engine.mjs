@@ -15,7 +15,7 @@
 //   {"op":"progress","runId":"r1"} -> {"events":[...]}  the step.progress events the engine relayed
 //   {"op":"close"}
 //   env ENGINE_TRANSPORT=mysql  ENGINE_MYSQL_URL=mysql://root@127.0.0.1:PORT/db  (typeorm + mysql2)
-//   Over Redis the engine also serves the TypeScript step `ts.greet` (its transport is a worker too).
+//   {"op":"serveTsSteps"}   (Redis) the engine's transport also serves the TypeScript step `ts.greet`
 import 'reflect-metadata';
 import { createInterface } from 'node:readline';
 import { WorkflowEngine, InMemoryStateStore, descriptorHash } from '@dudousxd/nestjs-durable-core';
@@ -60,9 +60,6 @@ engine.subscribe((event) => {
   if (!progress.has(event.runId)) progress.set(event.runId, []);
   progress.get(event.runId).push({ ...event, at: event.at instanceof Date ? event.at.getTime() : event.at });
 });
-if (kind === 'redis') {
-  transport.handle('ts.greet', async (input) => ({ greeting: `hello ${input?.name ?? 'nobody'}`, by: 'typescript' }));
-}
 
 function workflowFor(step, retries, backoff) {
   const name = `wf.${step}.${retries}.${backoff}`;
@@ -105,6 +102,9 @@ async function handle(cmd) {
         engine.remote(cmd.workflow, { group: cmd.group });
         registered.add(`remote:${cmd.workflow}`);
       }
+      return { ok: true };
+    case 'serveTsSteps':
+      transport.handle('ts.greet', async (input) => ({ greeting: `hello ${input?.name ?? 'nobody'}`, by: 'typescript' }));
       return { ok: true };
     case 'startWorkflow':
       await engine.start(cmd.workflow, cmd.input ?? null, cmd.runId);
