@@ -72,7 +72,8 @@ def load_targets(targets: Tuple[str, ...]) -> Tuple[Optional[StepWorker], Option
 @click.command("nestjs")
 @click.argument("targets", nargs=-1, required=True, metavar="TARGET...")
 @click.option("--transport", "transport_url", envvar="SYNC_WORKER_NESTJS_TRANSPORT", required=True,
-              help="redis://HOST:PORT[/DB] (BullMQ), postgresql://... (the engine's DbTransport tables) "
+              help="redis://HOST:PORT[/DB] (BullMQ; steps and workflows), postgresql://... or "
+                   "mysql://USER:PASS@HOST:PORT/DB (the engine's DbTransport tables) "
                    "or sqs://[REGION][?endpoint=URL] (SqsTransport).")
 @click.option("--prefix", default="durable", show_default=True,
               help="The engine's key prefix (BullMQTransport/DbTransport `prefix`).")

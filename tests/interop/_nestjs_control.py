@@ -5,6 +5,7 @@ Run by the interpreter of its own virtualenv (``SYNC_WORKER_NESTJS_CONTROL_PYTHO
 
     python _nestjs_control.py redis://HOST:PORT/DB PREFIX [LOCK_SECONDS [CONCURRENCY]]
     python _nestjs_control.py postgresql://... PREFIX [LEASE_SECONDS]   (tables made by the harness)
+    python _nestjs_control.py mysql://... PREFIX [LEASE_SECONDS]        (the same, MySQL dialect)
     python _nestjs_control.py sqs+http://HOST:PORT PREFIX [VISIBILITY_SECONDS]   (moto; dot-free names)
 
 LOCK_SECONDS shortens the BullMQ lock and stalled-check interval of the published worker (its
@@ -90,7 +91,7 @@ async def serve_redis(url: str, prefix: str, lock_seconds: float, concurrency: i
     await handle.close()
 
 
-async def serve_db(dsn: str, prefix: str, lease_seconds: float) -> None:
+async def serve_db(dsn: str, prefix: str, lease_seconds: float, dialect: str) -> None:
     from durable_worker.db_runner import run_db_worker
 
     worker = build()
@@ -98,7 +99,7 @@ async def serve_db(dsn: str, prefix: str, lease_seconds: float) -> None:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     groups = GROUPS
     print("control ready", flush=True)
-    await asyncio.gather(*(run_db_worker(worker, group=g, dsn=dsn, dialect="postgres", prefix=prefix,
+    await asyncio.gather(*(run_db_worker(worker, group=g, dsn=dsn, dialect=dialect, prefix=prefix,
                                          poll_ms=100, lease_ms=int(lease_seconds * 1000), stop=stop,
                                          auto_create=False)  # five loops would race on CREATE TABLE
                            for g in groups))
@@ -113,7 +114,7 @@ def main() -> None:
     elif url.startswith("redis"):
         asyncio.run(serve_redis(url, prefix, lease, concurrency))
     else:
-        asyncio.run(serve_db(url, prefix, lease))
+        asyncio.run(serve_db(url, prefix, lease, "mysql" if url.startswith("mysql") else "postgres"))
 
 
 if __name__ == "__main__":

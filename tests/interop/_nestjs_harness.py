@@ -39,6 +39,10 @@ def pg_admin_dsn() -> Optional[str]:
     return os.environ.get("SYNC_WORKER_TEST_PG_DSN")
 
 
+def mysql_url() -> Optional[str]:
+    return os.environ.get("SYNC_WORKER_TEST_MYSQL_URL")
+
+
 def control_python() -> Optional[str]:
     path = os.environ.get(CONTROL_PYTHON_ENV)
     return path if path and os.path.exists(path) else None
@@ -99,6 +103,11 @@ def missing(transport: str, *, control: bool = False) -> Optional[str]:
         return "no local SQS: boto3 and moto[server] are not installed (the dev extra has them)"
     if transport == "postgresql" and not pg_admin_dsn():
         return "no PostgreSQL: SYNC_WORKER_TEST_PG_DSN is unset (scripts/services.sh starts one)"
+    if transport == "mysql" and not mysql_url():
+        return ("no MariaDB: SYNC_WORKER_TEST_MYSQL_URL is unset (scripts/prepare.d/41-mariadb.sh installs it, "
+                "scripts/services.sh starts it)")
+    if transport == "mysql" and not (ENGINE_DIR / "node_modules" / "mysql2").is_dir():
+        return "the engine's mysql2 driver is not installed: run scripts/prepare (npm ci in tests/interop/nestjs)"
     if control and control_python() is None:
         return f"the published durable-worker venv is missing ({CONTROL_PYTHON_ENV}; scripts/prepare makes it)"
     return None
@@ -134,6 +143,35 @@ def create_pg_tables(dsn: str, prefix: str) -> None:
         PostgresTransport(dsn, prefix=prefix)._prepare(conn)
 
 
+def _mysql(url: str) -> Any:
+    import pymysql
+
+    from sync_worker.nestjs.mysql_transport import connect_args
+
+    return pymysql.connect(**connect_args(url), autocommit=True)
+
+
+def drop_mysql_tables(url: str, prefix: str) -> None:
+    conn = _mysql(url)
+    try:
+        with conn.cursor() as cur:
+            for table in (f"{prefix}_transport_tasks", f"{prefix}_transport_results"):
+                cur.execute(f"DROP TABLE IF EXISTS `{table}`")
+    finally:
+        conn.close()
+
+
+def create_mysql_tables(url: str, prefix: str) -> None:
+    """The engine's DbTransport schema in its MySQL dialect (as our MysqlTransport creates it)."""
+    from sync_worker.nestjs.mysql_transport import MysqlTransport
+
+    conn = _mysql(url)
+    try:
+        MysqlTransport(url, prefix=prefix)._prepare(conn)
+    finally:
+        conn.close()
+
+
 def flush_redis_prefix(url: str, prefix: str) -> None:
     import redis
 
@@ -151,9 +189,10 @@ class Engine:
     """The real nestjs-durable engine in a node process."""
 
     def __init__(self, transport: str, prefix: str, *, url: str) -> None:
-        kind = {"redis": "redis", "postgresql": "pg", "sqs": "sqs"}[transport]
+        kind = {"redis": "redis", "postgresql": "pg", "mysql": "mysql", "sqs": "sqs"}[transport]
         env = dict(os.environ, **AWS_ENV, ENGINE_TRANSPORT=kind, ENGINE_PREFIX=prefix)
-        env[{"redis": "ENGINE_REDIS_URL", "pg": "ENGINE_PG_DSN", "sqs": "ENGINE_SQS_ENDPOINT"}[kind]] = url
+        env[{"redis": "ENGINE_REDIS_URL", "pg": "ENGINE_PG_DSN", "mysql": "ENGINE_MYSQL_URL",
+             "sqs": "ENGINE_SQS_ENDPOINT"}[kind]] = url
         #: SQS queue names cannot hold dots: the SQS workers serve ``payments-charge-card``...
         self.dashed = transport == "sqs"
         self.stderr: List[str] = []
@@ -343,6 +382,10 @@ class Fleet:
                 drop_pg_tables(self.url, prefix)
                 if kind == "control":
                     create_pg_tables(self.url, prefix)
+            elif self.transport == "mysql":
+                drop_mysql_tables(self.url, prefix)
+                if kind == "control":
+                    create_mysql_tables(self.url, prefix)
             elif self.transport == "redis":
                 flush_redis_prefix(self.url, prefix)
             log_dir = self.base_dir / "logs"
@@ -392,5 +435,7 @@ class Fleet:
         for kind in self.members:
             if self.transport == "postgresql":
                 drop_pg_tables(self.url, self.prefix(kind))
+            elif self.transport == "mysql":
+                drop_mysql_tables(self.url, self.prefix(kind))
             elif self.transport == "redis":
                 flush_redis_prefix(self.url, self.prefix(kind))
