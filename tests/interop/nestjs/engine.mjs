@@ -15,7 +15,8 @@
 //   {"op":"progress","runId":"r1"} -> {"events":[...]}  the step.progress events the engine relayed
 //   {"op":"close"}
 //   env ENGINE_TRANSPORT=mysql  ENGINE_MYSQL_URL=mysql://root@127.0.0.1:PORT/db  (typeorm + mysql2)
-//   {"op":"serveTsSteps"}   (Redis) the engine's transport also serves the TypeScript step `ts.greet`
+//   {"op":"serveTsSteps"}   (Redis) the engine's transport also serves the TypeScript steps `ts.greet`
+//                           and `reports.render` (examples/nestjs_workflows.py)
 import 'reflect-metadata';
 import { createInterface } from 'node:readline';
 import { WorkflowEngine, InMemoryStateStore, descriptorHash } from '@dudousxd/nestjs-durable-core';
@@ -105,6 +106,7 @@ async function handle(cmd) {
       return { ok: true };
     case 'serveTsSteps':
       transport.handle('ts.greet', async (input) => ({ greeting: `hello ${input?.name ?? 'nobody'}`, by: 'typescript' }));
+      transport.handle('reports.render', async (input) => ({ pages: Math.ceil((input?.rows ?? 0) / 50), by: 'typescript' }));
       return { ok: true };
     case 'startWorkflow':
       await engine.start(cmd.workflow, cmd.input ?? null, cmd.runId);
