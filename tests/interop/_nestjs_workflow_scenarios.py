@@ -108,6 +108,18 @@ def signal(engine: Engine, worker: StepWorkerProcess, workdir: Path) -> Dict[str
     return summary(result, run_id, result["output"])
 
 
+def signal_first(engine: Engine, worker: StepWorkerProcess, workdir: Path) -> Dict[str, Any]:
+    """A signal sent before the run exists is buffered by the engine and released at the wait."""
+    run_id = _run_id("early")
+    token = f"approve-{run_id}"
+    engine.call("signal", token=token, payload="early")
+    start(engine, "wf.signal", {"token": token}, run_id)
+    result = wait(engine, run_id)
+    assert result["status"] == "completed", (result, worker.log()[-3000:])
+    assert result["output"] == {"approved": "early"}
+    return summary(result, run_id, result["output"])
+
+
 def child(engine: Engine, worker: StepWorkerProcess, workdir: Path) -> Dict[str, Any]:
     """A child run (its own run, ``<runId>.child.<seq>``) whose output the parent returns."""
     run_id = _run_id("parent")
@@ -165,5 +177,6 @@ def killed(engine: Engine, worker: StepWorkerProcess, workdir: Path) -> Dict[str
     return summary(result, run_id, result["output"])
 
 
-SCENARIOS = {"mixed": mixed, "replay": replay, "sleep": sleep, "signal": signal, "child": child,
+SCENARIOS = {"mixed": mixed, "replay": replay, "sleep": sleep, "signal": signal, "signal_first": signal_first,
+             "child": child,
              "failing": failing, "changing": changing, "killed": killed}
