@@ -39,6 +39,28 @@ def summary(result: Dict[str, Any], run_id: str, output: Any = None) -> Dict[str
             "checkpoints": checkpoints(result, run_id)}
 
 
+def wait_until_parked(engine: Engine, run_id: str, worker: StepWorkerProcess, *, completed: int = 0,
+                      timeout: float = 20.0, steady: float = 0.3) -> None:
+    """Until the run is suspended on something other than a turn's decision (a signal, a timer)
+    with ``completed`` checkpoints done, and stays so for ``steady`` s: the turn that asked for the
+    wait has been applied (a step's completion and the next turn's dispatch leave a gap of a few ms
+    where the run looks parked too)."""
+    deadline = time.monotonic() + timeout
+    parked_since = None
+    described: Dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        described = engine.call("describe", runId=run_id)
+        done = sum(1 for cp in described["checkpoints"] if cp["status"] == "completed")
+        if described["status"] == "suspended" and described["awaiting"] is None and done >= completed:
+            parked_since = parked_since or time.monotonic()
+            if time.monotonic() - parked_since >= steady:
+                return
+        else:
+            parked_since = None
+        time.sleep(0.05)
+    raise AssertionError(f"run {run_id} did not park: {described}\n{worker.log()[-3000:]}")
+
+
 def _checkpoint(result: Dict[str, Any], name: str) -> Dict[str, Any]:
     found = [cp for cp in result["checkpoints"] if cp["name"] == name]
     assert found, (name, result["checkpoints"])
@@ -94,12 +116,7 @@ def signal(engine: Engine, worker: StepWorkerProcess, workdir: Path) -> Dict[str
     run_id = _run_id("signal")
     token = f"approve-{run_id}"
     start(engine, "wf.signal", {"token": token}, run_id)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:  # the turn that asked for the signal has been applied
-        if engine.call("describe", runId=run_id)["status"] == "suspended":
-            break
-        time.sleep(0.05)
-    time.sleep(0.5)
+    wait_until_parked(engine, run_id, worker)  # the turn that asked for the signal has been applied
     assert engine.call("describe", runId=run_id)["status"] == "suspended", worker.log()[-3000:]
     engine.call("signal", token=token, payload={"by": "ops", "ok": True})
     result = wait(engine, run_id)
@@ -148,12 +165,7 @@ def changing(engine: Engine, worker: StepWorkerProcess, workdir: Path) -> Dict[s
     token = f"go-{run_id}"
     (workdir / "variant").write_text("1", encoding="utf-8")
     start(engine, "wf.changing", {"dir": str(workdir), "token": token}, run_id)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:  # version 1's step ran; the run waits for the signal
-        described = engine.call("describe", runId=run_id)
-        if described["status"] == "suspended" and any(cp["status"] == "completed" for cp in described["checkpoints"]):
-            break
-        time.sleep(0.05)
+    wait_until_parked(engine, run_id, worker, completed=1)  # version 1's step ran; the run waits for the signal
     (workdir / "variant").write_text("2", encoding="utf-8")  # the new deploy
     engine.call("signal", token=token, payload="go")
     result = wait(engine, run_id)

@@ -79,7 +79,8 @@ def test_the_workflow_example_runs_to_its_signal_and_stops_warm(tmp_path: Path, 
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # loaded, rendered, slept: now waiting for the approval
             described = engine.call("describe", runId="ex-wf-1")
-            if any(cp["name"] == "sleep:4" for cp in described["checkpoints"]) and described["status"] == "suspended":
+            if described["awaiting"] is None and any(cp["name"] == "sleep:4" for cp in described["checkpoints"]):
+                time.sleep(1.0)  # the 500 ms timer fires and the turn that waits for the signal runs
                 break
             time.sleep(0.1)
         engine.call("signal", token="approve:b-42", payload={"by": "ops"})

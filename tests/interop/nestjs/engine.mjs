@@ -77,7 +77,8 @@ const timers = setInterval(() => { engine.resumeDueTimers().catch(() => {}); }, 
 async function describe(runId) {
   const run = await store.getRun(runId);
   const checkpoints = (await store.listCheckpoints(runId)).sort((a, b) => a.seq - b.seq);
-  return { status: run?.status, output: run?.output, error: run?.error, checkpoints };
+  // awaiting: the turn whose decision the run waits for (a remote workflow), else null
+  return { status: run?.status, output: run?.output, error: run?.error, awaiting: run?.awaitingDecisionTaskId ?? null, checkpoints };
 }
 
 async function waitFor(runId, timeoutMs) {
