@@ -183,7 +183,7 @@ class WorkflowWorker:
         Owns its Redis connections. Signals are handled when called from the main thread (a second
         SIGTERM stops cold); from another thread it simply runs until the process stops it.
         """
-        from ..worker.cli import serve
+        from ..host import serve
         from .redis_transport import RedisTransport
         from .runtime import NestjsWorker
 
@@ -192,7 +192,7 @@ class WorkflowWorker:
         worker = NestjsWorker(steps, transport, workflows=self, concurrency=concurrency,
                               workflow_slots=workflow_slots, pool=pool, shutdown_timeout=shutdown_timeout)
         if threading.current_thread() is threading.main_thread():
-            return int(serve(worker))  # type: ignore[arg-type]
+            return serve(worker, log=logger)
         worker.run()
         return 0
 
