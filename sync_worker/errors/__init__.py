@@ -42,6 +42,9 @@ __all__ = [
     "RuntimeCapabilityUnsupported",
     "RuntimeDiscoveryUnavailable",
     "SagaCompensationFailed",
+    "ScheduleAlreadyExists",
+    "ScheduleListError",
+    "ScheduleNotFound",
     "ServerError",
     "ServerUnavailable",
     "SignalFailed",
@@ -262,6 +265,39 @@ class ScheduleNotFound(NotFound):
     def schedule_id(self) -> Optional[str]:
         value = self.body.get("schedule_id") if isinstance(self.body, dict) else None
         return value if isinstance(value, str) else None
+
+
+class ScheduleAlreadyExists(Conflict):
+    """HTTP 409 ``schedule_already_exists``: a create collided with an existing schedule id
+    (the published SDK's name for it)."""
+
+    @property
+    def schedule_id(self) -> Optional[str]:
+        value = self.body.get("schedule_id") if isinstance(self.body, dict) else None
+        return value if isinstance(value, str) else None
+
+
+class ScheduleListError(ServerError):
+    """A schedule list filter or continuation cursor was refused (400/403/409/422 on
+    ``schedule.list``, as the published SDK raises it). :attr:`field`, :attr:`errors` and
+    :attr:`last_safe_cursor` read the server's body; the whole body stays on :attr:`body`."""
+
+    @property
+    def field(self) -> Optional[str]:
+        value = self.body.get("field") if isinstance(self.body, dict) else None
+        return value if isinstance(value, str) else None
+
+    @property
+    def errors(self) -> Optional[Dict[str, Any]]:
+        if not isinstance(self.body, dict):
+            return None
+        value = self.body.get("validation_errors") or self.body.get("errors")
+        return value if isinstance(value, dict) else None
+
+    @property
+    def last_safe_cursor(self) -> Optional[Dict[str, Any]]:
+        value = self.body.get("last_safe_cursor") if isinstance(self.body, dict) else None
+        return value if isinstance(value, dict) else None
 
 
 class WorkflowAlreadyStarted(ServerError):
