@@ -31,8 +31,15 @@ _BY_MODULE: Dict[str, Tuple[str, ...]] = {
         "DuplicateRegistrationError", "InvalidArgument", "InvalidWorkflowDefinition", "NamespaceNotFound",
         "QueryTaskAuthorityLost", "RuntimeCapabilityUnsupported", "RuntimeDiscoveryUnavailable",
         "SagaCompensationFailed", "ScheduleAlreadyExists", "ScheduleListError", "ScheduleNotFound", "UpdateFailed",
-        "UpdateRejected", "WorkflowEntryArgumentsMismatchError", "WorkflowPayloadDecodeError"),
+        "UpdateRejected", "WorkflowEntryArgumentsMismatchError", "WorkflowPayloadDecodeError", "ExternalPayloadError",
+        "ExternalPayloadExpired", "ExternalPayloadIntegrityError", "ExternalPayloadIntegrityMismatch",
+        "ExternalPayloadNotFound", "ExternalPayloadOversized", "ExternalPayloadUnauthorized",
+        "ExternalPayloadUnavailable", "ExternalPayloadUnsupported"),
     "sync_worker.worker": ("MetricsRecorder", "NoopMetrics"),
+    "sync_worker.external_storage": (
+        "EXTERNAL_PAYLOAD_REFERENCE_SCHEMA", "ExternalPayloadCache", "ExternalPayloadReference", "ExternalStorageDriver",
+        "LocalFilesystemExternalStorage", "S3ExternalStorage", "delete_external_payload", "external_storage_envelope",
+        "fetch_external_payload", "store_external_payload"),
     "sync_worker.worker.prometheus": ("PrometheusMetrics",),
 }
 
@@ -45,6 +52,7 @@ SDK_NAMES["RetryPolicy"] = ("sync_worker.client", "TransportRetryPolicy")
 # the SDK's submodules reachable as attributes, where ours has the same role
 SDK_NAMES.update({
     "client": ("sync_worker.client", None),
+    "external_storage": ("sync_worker.external_storage", None),
     "interceptors": ("sync_worker.interceptors", None),
     "testing": ("sync_worker.testing", None),
     "worker": ("sync_worker.worker", None),

@@ -163,7 +163,8 @@ def run_activity_task(
     try:
         args = decode_arguments(task.arguments, codec="avro")
     except PayloadError as error:
-        failure = failure_from_exception(error, non_retryable=True)
+        # an unreachable external payload store may come back (ExternalPayloadUnavailable.retryable)
+        failure = failure_from_exception(error, non_retryable=not getattr(error, "retryable", False))
         failure["message"] = f"cannot decode activity arguments: {error}"
         report_failure(failure, "decode failure")
         return "decode_error"

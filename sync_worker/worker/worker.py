@@ -60,6 +60,26 @@ def _poller_count(kind: str, value: object) -> int:
     return value
 
 
+def with_external_storage(client: Any, driver: Any, threshold_bytes: Optional[int], cache: Any) -> Any:
+    """The worker's own client storing and reading payloads through ``driver`` (docs/external-storage.md).
+
+    What is not given comes from ``client`` (its driver, threshold and cache), as in the SDK; the
+    caller's client is left as it was (a clone with its own connection pool is returned).
+    """
+    driver = driver if driver is not None else getattr(client, "external_storage", None)
+    if driver is None:
+        raise ValueError("external_storage_threshold_bytes / external_storage_cache need an external_storage driver")
+    if threshold_bytes is not None and (type(threshold_bytes) is not int or threshold_bytes < 1):
+        raise ValueError("external_storage_threshold_bytes must be an int of at least 1 when provided")
+    threshold = threshold_bytes if threshold_bytes is not None else getattr(client, "external_storage_threshold_bytes",
+                                                                             None)
+    cache = cache if cache is not None else getattr(client, "external_storage_cache", None)
+    clone = getattr(client, "clone", None)
+    if clone is None:
+        raise TypeError(f"{type(client).__name__} cannot carry external storage (it has no clone())")
+    return clone(external_storage=driver, external_storage_threshold_bytes=threshold, external_storage_cache=cache)
+
+
 class Worker:
     """Polls one task queue and runs its workflow, activity and query tasks on threads or greenlets.
 
@@ -100,9 +120,16 @@ class Worker:
         sticky_cache_capacity: int = 0,
         sticky_cache_max_bytes: int = 16 * 1024 * 1024,
         sticky_cache_ttl_seconds: int = 300,
+        external_storage: Any = None,
+        external_storage_threshold_bytes: Optional[int] = None,
+        external_storage_cache: Any = None,
     ) -> None:
         if not isinstance(task_queue, str) or not task_queue:
             raise ValueError("task_queue must be a non-empty string")
+        if external_storage is not None or external_storage_threshold_bytes is not None or \
+                external_storage_cache is not None:
+            client = with_external_storage(client, external_storage, external_storage_threshold_bytes,
+                                           external_storage_cache)
         if shutdown_timeout < 0 or heartbeat_interval <= 0 or poll_timeout < 0:
             raise ValueError("shutdown_timeout, heartbeat_interval and poll_timeout must be positive")
         self.client = client

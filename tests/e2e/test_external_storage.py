@@ -1,0 +1,160 @@
+"""External payload storage end to end: a 2 MiB argument and result through the local driver.
+
+Runs on threads, then under gevent (tests/gevent_suite.py reruns tests/e2e). The dev server
+keeps only references (checked on its raw history); every workflow task replays (cold, or
+from the sticky cache) reading the stored payloads back; a client without the driver gets the
+typed refusal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterator, List
+
+import pytest
+
+from sync_worker import (
+    ExternalPayloadCache,
+    ExternalPayloadUnsupported,
+    LocalFilesystemExternalStorage,
+    activity,
+    workflow,
+)
+from sync_worker.client import Client
+
+from ._worker_support import RunningWorker, make_worker, unique_queue
+
+MIB = 1024 * 1024
+THRESHOLD = 64 * 1024
+
+
+class CountingStorage(LocalFilesystemExternalStorage):
+    """The local driver, counting reads (so a test sees replay fetch the stored payloads)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.gets: List[str] = []
+
+    def get(self, uri: str) -> bytes:
+        self.gets.append(uri)
+        return super().get(uri)
+
+
+@activity.defn(name="e2e.ext.grow")
+def grow(text: str) -> str:
+    return text + "!"
+
+
+@workflow.defn(name="e2e.ext.big")
+class Big:
+    def __init__(self) -> None:
+        self.signalled: List[str] = []
+
+    @workflow.signal("more")
+    def more(self, text: str) -> None:
+        self.signalled.append(text)
+
+    @workflow.update("echo")
+    def echo(self, text: str) -> str:
+        return text[::-1]
+
+    def run(self, ctx: Any, text: str) -> Any:
+        grown = yield ctx.schedule_activity("e2e.ext.grow", [text])
+        yield ctx.wait_condition(lambda: bool(self.signalled))
+        return {"arg": hashlib.sha256(text.encode()).hexdigest(), "grown": grown,
+                "signal": hashlib.sha256(self.signalled[0].encode()).hexdigest()}
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> CountingStorage:
+    return CountingStorage(tmp_path / "payloads")
+
+
+@pytest.fixture
+def client(dev_server_session: Any, storage: CountingStorage) -> Iterator[Client]:
+    c = Client(dev_server_session.url, external_storage=storage, external_storage_threshold_bytes=THRESHOLD)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def _text(seed: str, size: int = 2 * MIB) -> str:
+    return (seed * (size // len(seed) + 1))[:size]
+
+
+@pytest.mark.parametrize("sticky", [0, 16], ids=["cold", "sticky"])
+def test_a_2mib_argument_signal_update_and_result_round_trip(
+    client: Client, dev_server_session: Any, storage: CountingStorage, sticky: int,
+) -> None:
+    queue = unique_queue("ext")
+    text, signal = _text("abcdefgh"), _text("signal!", MIB + 7)
+    # max_bytes=1: nothing is cached, so every replay has to read the stored payloads again
+    worker = make_worker(client, task_queue=queue, workflows=[Big], activities=[grow], poll_timeout=2.0,
+                         sticky_cache_capacity=sticky, external_storage_cache=ExternalPayloadCache(max_bytes=1))
+    handle = client.start_workflow("e2e.ext.big", text, task_queue=queue)
+    with RunningWorker(worker):
+        assert client.update_workflow(handle.workflow_id, "echo", args=[text], wait_for="completed")["result"] \
+            == text[::-1]
+        client.signal_workflow(handle.workflow_id, "more", args=[signal])
+        result = handle.result(timeout=120)
+    assert result == {"arg": hashlib.sha256(text.encode()).hexdigest(), "grown": text + "!",
+                      "signal": hashlib.sha256(signal.encode()).hexdigest()}
+
+    # The server kept references, not the bytes: its raw history is small and names our objects.
+    run_id = client.describe_workflow(handle.workflow_id).run_id or ""
+    raw = Client(dev_server_session.url)
+    try:
+        events = list(raw.iter_history(handle.workflow_id, run_id))
+    finally:
+        raw.close()
+    dumped = json.dumps(events)
+    assert len(dumped) < 200 * 1024, len(dumped)
+    uris = {ref["uri"] for ref in _references(events)}
+    assert len(uris) >= 5, uris  # argument, activity args + result, update args + result, signal, result
+    assert all(uri.startswith("file://") and Path(uri[len("file://"):]).is_file() for uri in uris)
+    # every workflow task after the first replays the 2 MiB start argument: fetched each time
+    started = [e for e in events if e.get("event_type") == "WorkflowStarted"]
+    start_uri = _references(started)[0]["uri"]
+    reads = storage.gets.count(start_uri)
+    assert reads >= (3 if sticky == 0 else 1), (reads, sticky)
+
+    # Cold replay of the finished history (resolved by the storage client) reaches the same result.
+    from sync_worker.workflow import replay
+
+    history = [e for e in client.iter_history(handle.workflow_id, run_id) if e.get("event_type") != "WorkflowCompleted"]
+    wire = replay(Big, history, [text], workflow_id=handle.workflow_id, run_id=run_id).commands[-1].to_wire("q")
+    from sync_worker import payloads
+
+    assert payloads.decode_envelope(wire["result"]) == result
+
+
+def test_a_client_without_the_driver_is_refused_with_a_typed_error(client: Client, dev_server_session: Any) -> None:
+    queue = unique_queue("ext-nodriver")
+    worker = make_worker(client, task_queue=queue, workflows=[Big], activities=[grow], poll_timeout=2.0)
+    handle = client.start_workflow("e2e.ext.big", _text("xyz", 200 * 1024), task_queue=queue)
+    with RunningWorker(worker):
+        client.signal_workflow(handle.workflow_id, "more", args=["small"])
+        handle.result(timeout=60)
+    plain = Client(dev_server_session.url)
+    try:
+        with pytest.raises(ExternalPayloadUnsupported) as caught:
+            plain.get_workflow_handle(handle.workflow_id).result(timeout=10)
+        assert caught.value.reason == "external_payload_unsupported"
+    finally:
+        plain.close()
+
+
+def _references(node: Any) -> List[Any]:
+    found: List[Any] = []
+    if isinstance(node, dict):
+        if isinstance(node.get("external_storage"), dict):
+            found.append(node["external_storage"])
+        for value in node.values():
+            found.extend(_references(value))
+    elif isinstance(node, list):
+        for value in node:
+            found.extend(_references(value))
+    return found
