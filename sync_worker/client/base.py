@@ -15,6 +15,7 @@ from urllib.parse import quote, urlsplit
 
 from .. import errors
 from ..cancel import CancelToken
+from ..external_storage.wire import PayloadOffload
 from ..protocol.versions import (
     CONTROL_PLANE_VERSION,
     CONTROL_PLANE_VERSION_HEADER,
@@ -22,7 +23,6 @@ from ..protocol.versions import (
     PROTOCOL_VERSION_HEADER,
     WORKER_PROTOCOL_VERSION,
 )
-from ..external_storage.wire import PayloadOffload
 from .transport import POLL_ACCEPT, RetryMode, RetryPolicy, Transport
 
 # metric names shared with the published SDK (and sync_worker.runtime.metrics)
@@ -160,7 +160,8 @@ class ClientBase:
             max_connections=self.max_connections, transport_retries=self.transport_retries,
             verify=self.verify, metrics=self.metrics, tls_context=self.tls_context,
             max_body_bytes=self.max_body_bytes, worker_plane_transport=self.worker_plane_transport,
-            external_storage=self.external_storage, external_storage_threshold_bytes=self.external_storage_threshold_bytes,
+            external_storage=self.external_storage,
+            external_storage_threshold_bytes=self.external_storage_threshold_bytes,
             external_storage_cache=self.external_storage_cache,
         )
         config.update(overrides)

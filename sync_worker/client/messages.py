@@ -27,7 +27,8 @@ def _hydrate_result(response: Dict[str, Any]) -> Dict[str, Any]:
     envelope = response.get("result_envelope")
     if isinstance(envelope, dict) and ("blob" in envelope or "external_storage" in envelope):
         response["result"] = decode_payload(envelope)
-    elif isinstance(response.get("result"), dict) and ("blob" in response["result"] or "external_storage" in response["result"]):
+    elif isinstance(response.get("result"), dict) and (
+            "blob" in response["result"] or "external_storage" in response["result"]):
         response["result"] = decode_payload(response["result"])
     return response
 

@@ -46,7 +46,8 @@ def _check_reference(value: Dict[str, Any], where: str) -> None:
     if set(value) != {"codec", "external_storage"}:
         extra = sorted(set(value) - {"codec", "external_storage"})
         raise ApiError(422, "validation_failed", f"{where}: unexpected keys beside external_storage: {extra}",
-                       errors={where: [f"unexpected keys {extra}"]}, validation_errors={where: [f"unexpected keys {extra}"]})
+                       errors={where: [f"unexpected keys {extra}"]},
+                       validation_errors={where: [f"unexpected keys {extra}"]})
     try:
         parse_reference_envelope(value)
     except ExternalPayloadError as exc:

@@ -449,6 +449,17 @@ class WorkflowCancelled(BaseException):
 
 
 # Workflow and activity outcomes and replay errors live in their own module (same hierarchy).
+from .external_payloads import (  # noqa: E402
+    ExternalPayloadError,
+    ExternalPayloadExpired,
+    ExternalPayloadIntegrityError,
+    ExternalPayloadIntegrityMismatch,
+    ExternalPayloadNotFound,
+    ExternalPayloadOversized,
+    ExternalPayloadUnauthorized,
+    ExternalPayloadUnavailable,
+    ExternalPayloadUnsupported,
+)
 from .outcomes import (  # noqa: E402
     ActivityFailed,
     ChildWorkflowCancelled,
@@ -463,15 +474,4 @@ from .outcomes import (  # noqa: E402
     WorkflowPayloadDecodeError,
     WorkflowTerminated,
     WorkflowTimedOut,
-)
-from .external_payloads import (  # noqa: E402
-    ExternalPayloadError,
-    ExternalPayloadExpired,
-    ExternalPayloadIntegrityError,
-    ExternalPayloadIntegrityMismatch,
-    ExternalPayloadNotFound,
-    ExternalPayloadOversized,
-    ExternalPayloadUnauthorized,
-    ExternalPayloadUnavailable,
-    ExternalPayloadUnsupported,
 )

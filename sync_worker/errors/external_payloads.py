@@ -36,7 +36,7 @@ class ExternalPayloadError(PayloadError):
     is known; ``status`` and ``body`` carry an HTTP answer when the failure came from one.
     """
 
-    reason: str = "external_payload_error"  # type: ignore[assignment]
+    reason: str = "external_payload_error"
     default_retryable = False
 
     def copy(self) -> ExternalPayloadError:

@@ -69,7 +69,7 @@ class LocalFilesystemExternalStorage:
     ``get`` refuses a URI outside the root, so a forged reference cannot read arbitrary files.
     """
 
-    def __init__(self, root: Union[str, "os.PathLike[str]"]) -> None:
+    def __init__(self, root: Union[str, os.PathLike[str]]) -> None:
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
 
@@ -132,7 +132,7 @@ class S3ExternalStorage:
             raise ValueError("s3 external storage needs a bucket")
         if client is None:
             try:
-                import boto3
+                import boto3  # type: ignore[import-untyped,unused-ignore]
             except ImportError:  # pragma: no cover - depends on the environment
                 raise ImportError('S3ExternalStorage needs boto3: pip install "sync-worker[s3]"') from None
             client = boto3.client("s3", **client_kwargs)

@@ -158,3 +158,28 @@ def _references(node: Any) -> List[Any]:
         for value in node:
             found.extend(_references(value))
     return found
+
+
+def test_the_example_keeps_the_history_small() -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "external_storage.py"
+    spec = importlib.util.spec_from_file_location("external_storage_example", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    summary = module.main(["--size", str(2 * MIB)])
+    assert summary["report_ok"] and summary["history_json_bytes"] < 64 * 1024, summary
+
+
+def test_the_dev_server_refuses_a_malformed_reference(dev_server_session: Any) -> None:
+    import requests
+
+    bad = {"codec": "avro", "external_storage": {"schema": "durable-workflow.v2.external-payload-reference.v1",
+                                                 "uri": "file:///x", "sha256": "nothex", "size_bytes": 1,
+                                                 "codec": "avro"}}
+    answer = requests.post(f"{dev_server_session.url}/api/workflows", timeout=10, json={
+        "workflow_type": "e2e.ext.big", "task_queue": "nowhere", "input": bad},
+        headers={"X-Durable-Workflow-Control-Plane-Version": "2"})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["reason"] == "validation_failed" and "input.external_storage" in answer.text
