@@ -50,6 +50,8 @@ _SETTING_FIELDS: Dict[str, str] = {
     "STICKY_CACHE_CAPACITY": "sticky_cache_capacity",
     "STICKY_CACHE_MAX_BYTES": "sticky_cache_max_bytes",
     "STICKY_CACHE_TTL_SECONDS": "sticky_cache_ttl_seconds",
+    "EXTERNAL_STORAGE": "external_storage",
+    "EXTERNAL_STORAGE_THRESHOLD_BYTES": "external_storage_threshold_bytes",
 }
 
 _RULES: Dict[str, Rule] = {
@@ -71,6 +73,9 @@ _RULES: Dict[str, Rule] = {
     "sticky_cache_capacity": values.non_negative_int,
     "sticky_cache_max_bytes": values.positive_int,
     "sticky_cache_ttl_seconds": values.ttl_seconds,
+    "external_storage": values.external_storage,
+    "external_storage_threshold_bytes": values.optional_positive_int,
+    "external_storage_cache": values.optional_object,
 }
 
 
@@ -97,6 +102,9 @@ class WorkerOptions(OptionsBase):
     sticky_cache_capacity: int = 0
     sticky_cache_max_bytes: int = 16 * 1024 * 1024
     sticky_cache_ttl_seconds: int = 300
+    external_storage: Any = None
+    external_storage_threshold_bytes: Optional[int] = None
+    external_storage_cache: Any = None
 
     RULES = _RULES
     SETTING_NAMES: ClassVar[Mapping[str, str]] = {

@@ -304,3 +304,48 @@ def test_s3_round_trip_and_typed_errors_against_moto(s3: Any, s3_endpoint: str) 
     missing_bucket = S3ExternalStorage(s3, bucket="nope")
     with pytest.raises(errors.ExternalPayloadNotFound):
         store_external_payload(missing_bucket, b"x")
+
+
+def test_a_large_update_rejection_batch_is_offloaded_before_the_failure_bound(
+    local: LocalFilesystemExternalStorage,
+) -> None:
+    import json
+
+    import responses
+
+    from sync_worker import Client
+
+    client = Client("http://dw.test", external_storage=local, external_storage_threshold_bytes=64 * 1024,
+                    worker_plane_transport="requests")
+    big = payloads.envelope("y" * (3 * 1024 * 1024))
+    message = "the update was refused: " + "why " * 200
+    with responses.RequestsMock() as mock:
+        mock.post("http://dw.test/api/worker/workflow-tasks/t1/complete", json={"outcome": "completed"})
+        client.complete_workflow_task("t1", lease_owner="w", workflow_task_attempt=1, commands=[
+            {"type": "schedule_activity", "activity_type": "a", "arguments": big, "queue": "q"},
+            {"type": "fail_update", "update_id": "u1", "message": message, "exception_class": "ValueError"},
+        ])
+        sent = json.loads(mock.calls[0].request.body)
+    assert set(sent["commands"][0]["arguments"]) == {"codec", "external_storage"}
+    assert sent["commands"][1]["message"] == message  # not squeezed to make room for the 3 MiB blob
+
+
+def test_worker_options_take_a_driver_or_a_uri_from_the_environment(tmp_path: Path) -> None:
+    from sync_worker import Client
+    from sync_worker.host import OptionsError, WorkerOptions
+
+    root = tmp_path / "env-store"
+    options = WorkerOptions.from_env({"SYNC_WORKER_EXTERNAL_STORAGE": root.as_uri(),
+                                      "SYNC_WORKER_EXTERNAL_STORAGE_THRESHOLD_BYTES": "4096",
+                                      "SYNC_WORKER_TASK_QUEUE": "q"})
+    assert isinstance(options.external_storage, LocalFilesystemExternalStorage)
+    assert options.external_storage.root == root.resolve() and options.external_storage_threshold_bytes == 4096
+    worker = options.build(Client("http://127.0.0.1:9"))
+    assert worker.client.external_storage is options.external_storage
+    assert worker.client.external_storage_threshold_bytes == 4096
+    s3 = WorkerOptions.from_mapping({"EXTERNAL_STORAGE": "s3://bucket/some/prefix"}).external_storage
+    assert isinstance(s3, S3ExternalStorage) and (s3.bucket, s3.prefix) == ("bucket", "some/prefix")
+    with pytest.raises(OptionsError):
+        WorkerOptions.from_mapping({"EXTERNAL_STORAGE": "gs://bucket"})
+    with pytest.raises(OptionsError):
+        WorkerOptions.from_kwargs(external_storage=object())
