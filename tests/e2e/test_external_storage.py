@@ -183,3 +183,44 @@ def test_the_dev_server_refuses_a_malformed_reference(dev_server_session: Any) -
         headers={"X-Durable-Workflow-Control-Plane-Version": "2"})
     assert answer.status_code == 422, answer.text
     assert answer.json()["reason"] == "validation_failed" and "input.external_storage" in answer.text
+
+
+def test_recorded_histories_with_references_replay_offline_and_from_the_cli(
+    client: Client, dev_server_session: Any, storage: CountingStorage, tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    from sync_worker import Replayer
+
+    queue = unique_queue("ext-replay")
+    worker = make_worker(client, task_queue=queue, workflows=[Big], activities=[grow], poll_timeout=2.0)
+    text = _text("replay me ", 300 * 1024)
+    handle = client.start_workflow("e2e.ext.big", text, task_queue=queue)
+    with RunningWorker(worker):
+        client.signal_workflow(handle.workflow_id, "more", args=["go"])
+        handle.result(timeout=60)
+    run_id = client.describe_workflow(handle.workflow_id).run_id or ""
+    raw = Client(dev_server_session.url)
+    try:
+        events = list(raw.iter_history(handle.workflow_id, run_id))  # as recorded: references
+    finally:
+        raw.close()
+    assert _references(events)
+    path = tmp_path / "history.json"
+    path.write_text(json.dumps({"events": events}), encoding="utf-8")
+
+    without = Replayer(workflows=[Big]).check({"events": events})
+    assert without.status == "failed" and isinstance(without.error, ExternalPayloadUnsupported), without.message
+    with_driver = Replayer(workflows=[Big], external_storage=LocalFilesystemExternalStorage(storage.root))
+    assert with_driver.check({"events": events}).status == "replayed"
+
+    def cli(*extra: str) -> "subprocess.CompletedProcess[str]":
+        return subprocess.run([sys.executable, "-m", "sync_worker", "replay", "tests.e2e.test_external_storage:Big",
+                               "-f", str(path), *extra], cwd=Path(__file__).resolve().parents[2],
+                              capture_output=True, text=True, timeout=120)
+
+    refused = cli()
+    assert refused.returncode == 1 and "external_payload_unsupported" in refused.stdout, refused.stdout
+    done = cli("--external-storage", storage.root.as_uri())
+    assert done.returncode == 0, done.stdout + done.stderr
