@@ -33,10 +33,13 @@ from ..errors.external_payloads import (
     ExternalPayloadUnavailable,
     ExternalPayloadUnsupported,
 )
+from .cloud import AzureBlobExternalStorage, GCSExternalStorage
 from .drivers import ExternalStorageDriver, LocalFilesystemExternalStorage, S3ExternalStorage
 
 __all__ = [
     "EXTERNAL_PAYLOAD_REFERENCE_SCHEMA",
+    "AzureBlobExternalStorage",
+    "GCSExternalStorage",
     "ExternalPayloadCache",
     "ExternalPayloadReference",
     "ExternalStorageDriver",
