@@ -215,7 +215,7 @@ def test_recorded_histories_with_references_replay_offline_and_from_the_cli(
     with_driver = Replayer(workflows=[Big], external_storage=LocalFilesystemExternalStorage(storage.root))
     assert with_driver.check({"events": events}).status == "replayed"
 
-    def cli(*extra: str) -> "subprocess.CompletedProcess[str]":
+    def cli(*extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "sync_worker", "replay", "tests.e2e.test_external_storage:Big",
                                "-f", str(path), *extra], cwd=Path(__file__).resolve().parents[2],
                               capture_output=True, text=True, timeout=120)
