@@ -37,7 +37,9 @@ _BY_MODULE: Dict[str, Tuple[str, ...]] = {
         "ExternalPayloadUnavailable", "ExternalPayloadUnsupported"),
     "sync_worker.worker": ("MetricsRecorder", "NoopMetrics"),
     "sync_worker.external_storage": (
-        "EXTERNAL_PAYLOAD_REFERENCE_SCHEMA", "ExternalPayloadCache", "ExternalPayloadReference", "GCSExternalStorage",
+        "AzureBlobExternalStorage", "EXTERNAL_PAYLOAD_REFERENCE_SCHEMA", "ExternalPayloadCache",
+        "ExternalPayloadReference",
+        "GCSExternalStorage",
         "ExternalStorageDriver",
         "LocalFilesystemExternalStorage", "S3ExternalStorage", "delete_external_payload", "external_storage_envelope",
         "fetch_external_payload", "store_external_payload"),
