@@ -38,7 +38,7 @@ _BY_MODULE: Dict[str, Tuple[str, ...]] = {
     "sync_worker.worker": ("MetricsRecorder", "NoopMetrics"),
     "sync_worker.external_storage": (
         "AzureBlobExternalStorage", "EXTERNAL_PAYLOAD_REFERENCE_SCHEMA", "ExternalPayloadCache",
-        "ExternalPayloadReference",
+        "ExternalPayloadReference", "ExternalPayloadStoragePolicy", "external_storage_driver_from_policy",
         "GCSExternalStorage",
         "ExternalStorageDriver",
         "LocalFilesystemExternalStorage", "S3ExternalStorage", "delete_external_payload", "external_storage_envelope",

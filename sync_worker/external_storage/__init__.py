@@ -35,6 +35,7 @@ from ..errors.external_payloads import (
 )
 from .cloud import AzureBlobExternalStorage, GCSExternalStorage
 from .drivers import ExternalStorageDriver, LocalFilesystemExternalStorage, S3ExternalStorage
+from .policy import ExternalPayloadStoragePolicy, external_storage_driver_from_policy
 
 __all__ = [
     "EXTERNAL_PAYLOAD_REFERENCE_SCHEMA",
@@ -42,10 +43,12 @@ __all__ = [
     "GCSExternalStorage",
     "ExternalPayloadCache",
     "ExternalPayloadReference",
+    "ExternalPayloadStoragePolicy",
     "ExternalStorageDriver",
     "LocalFilesystemExternalStorage",
     "S3ExternalStorage",
     "delete_external_payload",
+    "external_storage_driver_from_policy",
     "external_storage_envelope",
     "fetch_external_payload",
     "is_reference_envelope",

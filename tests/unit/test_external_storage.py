@@ -349,3 +349,37 @@ def test_worker_options_take_a_driver_or_a_uri_from_the_environment(tmp_path: Pa
         WorkerOptions.from_mapping({"EXTERNAL_STORAGE": "gs://bucket"})
     with pytest.raises(OptionsError):
         WorkerOptions.from_kwargs(external_storage=object())
+
+
+def test_a_namespace_policy_builds_its_driver(tmp_path: Path) -> None:
+    from sync_worker import (
+        AzureBlobExternalStorage,
+        ExternalPayloadStoragePolicy,
+        GCSExternalStorage,
+        external_storage_driver_from_policy,
+    )
+
+    namespace = {"name": "billing", "external_payload_storage": {
+        "driver": "local", "threshold_bytes": 1024, "config": {"uri": (tmp_path / "ns").as_uri()}}}
+    policy = ExternalPayloadStoragePolicy.from_dict(namespace)
+    assert policy.enabled and policy.threshold_bytes == 1024 and policy.integrity_required
+    local = external_storage_driver_from_policy(policy)
+    assert isinstance(local, LocalFilesystemExternalStorage) and local.root == (tmp_path / "ns").resolve()
+    s3 = external_storage_driver_from_policy({"driver": "s3", "reference": "arn:aws:s3:::bucket-a/x",
+                                              "config": {"prefix": "p/q"}}, s3_client=object())
+    assert isinstance(s3, S3ExternalStorage) and (s3.bucket, s3.prefix) == ("bucket-a", "p/q")
+    gcs = external_storage_driver_from_policy({"driver": "gcs", "reference": "projects/_/buckets/gb"},
+                                              gcs_client=object())
+    assert isinstance(gcs, GCSExternalStorage) and gcs.bucket == "gb"
+    azure = external_storage_driver_from_policy({"driver": "azure-blob", "config": {"container": "c1"}},
+                                                azure_container_client=object())
+    assert isinstance(azure, AzureBlobExternalStorage) and azure.container == "c1"
+    for bad, kwargs in [({"driver": "local", "enabled": False}, {}), ({"enabled": True}, {}),
+                        ({"driver": "gcs", "config": {"bucket": "b"}}, {}), ({"driver": "ftp"}, {}),
+                        ({"driver": "local"}, {}), ({"driver": "s3"}, {"s3_client": object()})]:
+        with pytest.raises(ValueError):
+            external_storage_driver_from_policy(bad, **kwargs)
+    for malformed in ([], {"driver": 3}, {"driver": "s3", "threshold_bytes": 0}, {"external_payload_storage": 1},
+                      {"driver": "s3", "enabled": "yes"}, {"driver": "s3", "config": []}):
+        with pytest.raises(ValueError):
+            ExternalPayloadStoragePolicy.from_dict(malformed)
