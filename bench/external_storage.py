@@ -37,7 +37,7 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _serve() -> Tuple["subprocess.Popen[bytes]", str]:
+def _serve() -> Tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])

@@ -95,6 +95,11 @@ class Worker:
     ``max_concurrent_workflow_task_polls`` / ``max_concurrent_activity_task_polls`` (default 1)
     run that many pollers for the role, each long-polling only while it holds a free slot
     reserved for the task it may receive (see docs/worker.md).
+
+    ``external_storage`` / ``external_storage_threshold_bytes`` / ``external_storage_cache`` (the
+    SDK's): payloads over the threshold are stored through the driver and travel as references;
+    references in tasks and histories are fetched and verified (docs/external-storage.md). What
+    is not given comes from ``client``; the worker then runs on a clone of it.
     """
 
     def __init__(
@@ -126,8 +131,9 @@ class Worker:
     ) -> None:
         if not isinstance(task_queue, str) or not task_queue:
             raise ValueError("task_queue must be a non-empty string")
-        if external_storage is not None or external_storage_threshold_bytes is not None or \
-                external_storage_cache is not None:
+        owns_client = external_storage is not None or external_storage_threshold_bytes is not None or \
+            external_storage_cache is not None
+        if owns_client:
             client = with_external_storage(client, external_storage, external_storage_threshold_bytes,
                                            external_storage_cache)
         if shutdown_timeout < 0 or heartbeat_interval <= 0 or poll_timeout < 0:
@@ -202,7 +208,8 @@ class Worker:
             client=client, backend=b, board=board, metrics=self.metrics, registrar=self.registrar,
             dispatcher=self.dispatcher, sticky=self.sticky_cache, tracker=tracker, heartbeat_role=heartbeat_role,
             heartbeat_body=self._heartbeat_body, poll_cancel=poll_cancel, contact=ServerContact(b),
-            worker_id=self.worker_id, task_queue=task_queue, build_id=build_id, poll_timeout=self.poll_timeout)
+            worker_id=self.worker_id, task_queue=task_queue, build_id=build_id, poll_timeout=self.poll_timeout,
+            owns_client=owns_client)
         self.shell.attach(self.source)
         self._sync_roles()
 
@@ -366,6 +373,19 @@ class Worker:
         reported for it), the registration is kept and :class:`ShutdownIncomplete` is raised.
         """
         self.shell.stop(cold=cold)
+
+    @property
+    def external_storage(self) -> Any:
+        """The driver payloads over the threshold are stored through (the client's; ``None``: inline)."""
+        return getattr(self.client, "external_storage", None)
+
+    @property
+    def external_storage_threshold_bytes(self) -> Optional[int]:
+        return getattr(self.client, "external_storage_threshold_bytes", None)
+
+    @property
+    def external_storage_cache(self) -> Any:
+        return getattr(self.client, "external_storage_cache", None)
 
     def sticky_cache_metrics(self) -> Dict[str, int]:
         """The sticky cache's counters: hit, miss, eviction, forced_cold_replay, entries, history_bytes."""

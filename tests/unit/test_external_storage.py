@@ -341,6 +341,7 @@ def test_worker_options_take_a_driver_or_a_uri_from_the_environment(tmp_path: Pa
     assert isinstance(options.external_storage, LocalFilesystemExternalStorage)
     assert options.external_storage.root == root.resolve() and options.external_storage_threshold_bytes == 4096
     worker = options.build(Client("http://127.0.0.1:9"))
+    assert worker.external_storage is options.external_storage and worker.external_storage_cache is not None
     assert worker.client.external_storage is options.external_storage
     assert worker.client.external_storage_threshold_bytes == 4096
     s3 = WorkerOptions.from_mapping({"EXTERNAL_STORAGE": "s3://bucket/some/prefix"}).external_storage
