@@ -10,7 +10,12 @@ The dev server in between keeps references only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import os
+import signal
+import subprocess
+import sys
 import threading
 import uuid
 from pathlib import Path
@@ -23,13 +28,15 @@ from durable_workflow import Worker as SdkWorker
 from durable_workflow import activity as sdk_activity
 from durable_workflow import workflow as sdk_workflow
 
-from sync_worker import LocalFilesystemExternalStorage, activity, workflow
+from sync_worker import LocalFilesystemExternalStorage
 from sync_worker.client import Client
 from sync_worker.devserver import DevServer
 from sync_worker.worker import Worker
+from tests.interop._ext_worker_app import OurFlow, shout
 from tests.interop._sdk import run
 
 THRESHOLD = 32 * 1024
+REPO = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
 
 
@@ -39,18 +46,6 @@ def _text(seed: str) -> str:
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-@activity.defn(name="interop.ext.shout")
-def shout(text: str) -> str:
-    return text.upper()
-
-
-@workflow.defn(name="interop.ext.flow")
-class OurFlow:
-    def run(self, ctx: Any, text: str) -> Any:
-        loud = yield ctx.schedule_activity("interop.ext.shout", [text])
-        return {"arg": _digest(text), "loud": loud}
 
 
 @sdk_activity.defn(name="interop.ext.shout")
@@ -75,17 +70,49 @@ def _stored_objects(root: Path) -> int:
     return sum(1 for p in root.rglob("*") if p.is_file() and not p.name.startswith(".tmp"))
 
 
-def test_the_sdk_writes_and_sync_worker_reads_then_the_sdk_reads_ours(server: DevServer, tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _our_worker(pool: str, url: str, root: Path, queue: str, log: Path) -> Iterator[None]:
+    """Our worker on threads (in this process) or on gevent (``sync-worker run -P gevent``, patched first)."""
+    if pool == "threads":
+        ours = Client(url, external_storage=LocalFilesystemExternalStorage(root),
+                      external_storage_threshold_bytes=THRESHOLD)
+        worker = Worker(ours, task_queue=queue, workflows=[OurFlow], activities=[shout], poll_timeout=2.0,
+                        pool="threads")
+        thread = threading.Thread(target=worker.run, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            worker.stop()
+            thread.join(30)
+            ours.close()
+        return
+    env = dict(os.environ, EXT_TEST_SERVER_URL=url, EXT_TEST_DIR=str(root), EXT_TEST_QUEUE=queue,
+               EXT_TEST_THRESHOLD=str(THRESHOLD), PYTHONPATH=str(REPO))
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "sync_worker", "run", "-P", "gevent",
+                                 "tests.interop._ext_worker_app:build"], cwd=REPO, env=env, stdout=out,
+                                stderr=subprocess.STDOUT)
+        try:
+            yield
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+    assert "pool gevent" in log.read_text(), log.read_text()[-2000:]
+
+
+@pytest.mark.parametrize("pool", ["threads", "gevent"])
+def test_the_sdk_writes_and_sync_worker_reads_then_the_sdk_reads_ours(server: DevServer, tmp_path: Path,
+                                                                       pool: str) -> None:
     root = tmp_path / "shared"
-    ours = Client(server.url, external_storage=LocalFilesystemExternalStorage(root),
-                  external_storage_threshold_bytes=THRESHOLD)
+    root.mkdir()
     queue = f"ext-sdk-to-us-{uuid.uuid4().hex[:6]}"
-    worker = Worker(ours, task_queue=queue, workflows=[OurFlow], activities=[shout], poll_timeout=2.0,
-                    pool="threads")
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
     text = _text("sdk-wrote-this ")
-    try:
+    with _our_worker(pool, server.url, root, queue, tmp_path / "worker.log"):
         async def body() -> Any:
             sdk = SdkClient(server.url, external_storage=SdkLocalStorage(root),
                             external_storage_threshold_bytes=THRESHOLD)
@@ -94,10 +121,6 @@ def test_the_sdk_writes_and_sync_worker_reads_then_the_sdk_reads_ours(server: De
             return handle, await sdk.get_result(handle, timeout=90)
 
         handle, result = run(body())
-    finally:
-        worker.stop()
-        thread.join(30)
-        ours.close()
     assert result == {"arg": _digest(text), "loud": text.upper()}
     # start argument (SDK), activity argument + result and run result (ours): all stored, none inline
     assert _stored_objects(root) >= 3
