@@ -20,11 +20,12 @@ from sync_worker import (
     ExternalPayloadUnsupported,
     LocalFilesystemExternalStorage,
     activity,
+    errors,
     workflow,
 )
 from sync_worker.client import Client
 
-from ._worker_support import RunningWorker, make_worker, unique_queue
+from ._worker_support import RunningWorker, make_worker, unique_queue, wait_for
 
 MIB = 1024 * 1024
 THRESHOLD = 64 * 1024
@@ -224,3 +225,43 @@ def test_recorded_histories_with_references_replay_offline_and_from_the_cli(
     assert refused.returncode == 1 and "external_payload_unsupported" in refused.stdout, refused.stdout
     done = cli("--external-storage", storage.root.as_uri())
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_missing_or_tampered_object_is_refused_typed_and_the_run_recovers(
+    client: Client, dev_server_session: Any, storage: CountingStorage,
+) -> None:
+    from sync_worker.external_storage import ExternalPayloadReference
+
+    queue = unique_queue("ext-missing")
+    text = _text("lost and found ", 200 * 1024)
+    handle = client.start_workflow("e2e.ext.big", text, task_queue=queue)  # stored before any worker runs
+    raw = Client(dev_server_session.url)  # no driver: the server's records as kept (what an operator sees)
+    run_id = client.describe_workflow(handle.workflow_id).run_id or ""
+    started = [e for e in raw.iter_history(handle.workflow_id, run_id) if e.get("event_type") == "WorkflowStarted"]
+    ref = ExternalPayloadReference.from_dict(_references(started)[0])
+
+    def task_failure() -> str:
+        failure = raw.request("GET", f"/workflows/{handle.workflow_id}").get("last_task_failure") or {}
+        return str(failure.get("message") or "")
+
+    path = Path(ref.uri[len("file://"):])
+    original = path.read_bytes()
+    path.unlink()
+    client.external_storage_cache.clear()  # the starting client cached what it wrote
+    worker = make_worker(client, task_queue=queue, workflows=[Big], activities=[grow], poll_timeout=2.0,
+                         external_storage_cache=ExternalPayloadCache())
+    try:
+        with RunningWorker(worker):
+            failure = wait_for(lambda: "external_payload_not_found" in task_failure() and task_failure(), timeout=30)
+            assert ref.uri in failure, failure
+            # the client reading the run's input refuses the same way
+            with pytest.raises(errors.ExternalPayloadNotFound):
+                client.describe_workflow(handle.workflow_id)
+            path.write_bytes(original[:-1] + (b"A" if original[-1:] != b"A" else b"B"))  # same size, tampered
+            wait_for(lambda: "external_payload_integrity_mismatch" in task_failure(), timeout=30)
+            path.write_bytes(original)  # restored: the next task attempt reads it and the run goes on
+            client.signal_workflow(handle.workflow_id, "more", args=["go"])
+            result = handle.result(timeout=60)
+    finally:
+        raw.close()
+    assert result["arg"] == hashlib.sha256(text.encode()).hexdigest() and result["grown"] == text + "!"
