@@ -45,9 +45,9 @@ def _check_reference(value: Dict[str, Any], where: str) -> None:
     field = f"{where}.external_storage"
     if set(value) != {"codec", "external_storage"}:
         extra = sorted(set(value) - {"codec", "external_storage"})
-        raise ApiError(422, "validation_failed", f"{where}: unexpected keys beside external_storage: {extra}",
-                       errors={where: [f"unexpected keys {extra}"]},
-                       validation_errors={where: [f"unexpected keys {extra}"]})
+        why = f"unexpected keys beside external_storage: {extra}" if extra else "codec is required"
+        raise ApiError(422, "validation_failed", f"{where}: {why}", errors={where: [why]},
+                       validation_errors={where: [why]})
     try:
         parse_reference_envelope(value)
     except ExternalPayloadError as exc:

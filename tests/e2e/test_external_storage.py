@@ -184,6 +184,12 @@ def test_the_dev_server_refuses_a_malformed_reference(dev_server_session: Any) -
         headers={"X-Durable-Workflow-Control-Plane-Version": "2"})
     assert answer.status_code == 422, answer.text
     assert answer.json()["reason"] == "validation_failed" and "input.external_storage" in answer.text
+    for shape, words in (({"external_storage": bad["external_storage"]}, "codec is required"),
+                         ({**bad, "extra": 1}, "unexpected keys")):
+        refused = requests.post(f"{dev_server_session.url}/api/workflows", timeout=10, json={
+            "workflow_type": "e2e.ext.big", "task_queue": "nowhere", "input": shape},
+            headers={"X-Durable-Workflow-Control-Plane-Version": "2"})
+        assert refused.status_code == 422 and words in refused.text, refused.text
 
 
 def test_recorded_histories_with_references_replay_offline_and_from_the_cli(
