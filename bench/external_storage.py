@@ -55,6 +55,12 @@ def _serve() -> Tuple[subprocess.Popen[bytes], str]:
     raise SystemExit("the dev server did not start")
 
 
+def _texts(runs: int, size: int) -> List[str]:
+    """One distinct ``size``-character text per run (distinct objects, as real payloads are)."""
+    base = ("large payload " * (size // 14 + 1))[:size]
+    return [f"{index:08d}-{uuid.uuid4().hex}" + base[41:] for index in range(runs)]
+
+
 def _ours(url: str, root: str, runs: int, size: int, threshold: int) -> Dict[str, float]:
     from sync_worker import Client, LocalFilesystemExternalStorage, Worker, activity, workflow
 
@@ -75,14 +81,14 @@ def _ours(url: str, root: str, runs: int, size: int, threshold: int) -> Dict[str
                     pool="threads")
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
-    text = ("large payload " * (size // 14 + 1))[:size]
+    texts = _texts(runs, size)
     cpu, wall = _cpu(), time.perf_counter()
-    handles = [client.start_workflow("bench.ext.flow", text, task_queue=queue) for _ in range(runs)]
+    handles = [client.start_workflow("bench.ext.flow", text, task_queue=queue) for text in texts]
     results = [handle.result(timeout=600) for handle in handles]
     wall, cpu = time.perf_counter() - wall, _cpu() - cpu
     worker.stop()
     thread.join(30)
-    assert results == [hashlib.sha256(text[::-1].encode()).hexdigest()] * runs
+    assert results == [hashlib.sha256(text[::-1].encode()).hexdigest() for text in texts]
     return {"wall_s": wall, "cpu_ms_per_run": cpu * 1000 / runs}
 
 
@@ -108,16 +114,16 @@ def _sdk(url: str, root: str, runs: int, size: int, threshold: int) -> Dict[str,
         worker = Worker(client, task_queue=queue, workflows=[Flow], activities=[reverse], poll_timeout=2.0,
                         shutdown_timeout=10.0)
         runner = asyncio.create_task(worker.run())
-        text = ("large payload " * (size // 14 + 1))[:size]
+        texts = _texts(runs, size)
         cpu, wall = _cpu(), time.perf_counter()
         handles = [await client.start_workflow(workflow_type="bench.ext.flow", task_queue=queue,
                                                workflow_id=f"wf-{uuid.uuid4().hex}", input=[text])
-                   for _ in range(runs)]
+                   for text in texts]
         results = [await client.get_result(handle, timeout=600) for handle in handles]
         wall, cpu = time.perf_counter() - wall, _cpu() - cpu
         await worker.stop()
         await asyncio.wait_for(runner, timeout=30)
-        assert results == [hashlib.sha256(text[::-1].encode()).hexdigest()] * runs
+        assert results == [hashlib.sha256(text[::-1].encode()).hexdigest() for text in texts]
         return {"wall_s": wall, "cpu_ms_per_run": cpu * 1000 / runs}
 
     return asyncio.run(main())

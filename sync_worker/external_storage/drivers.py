@@ -11,6 +11,7 @@ objects. Missing objects raise :class:`ExternalPayloadNotFound`; refused credent
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -54,6 +55,16 @@ def _object_key(prefix: str, sha256: str, codec: str) -> str:
     return f"{prefix}/{key}" if prefix else key
 
 
+def _intact(path: Path, size: int, sha256: str) -> bool:
+    """Whether ``path`` already holds exactly these bytes (a damaged copy is written again)."""
+    try:
+        if path.stat().st_size != size:
+            return False
+        return hashlib.sha256(path.read_bytes()).hexdigest() == sha256.lower()
+    except OSError:
+        return False
+
+
 def _clean_prefix(prefix: str) -> str:
     parts = [p for p in prefix.strip("/").split("/") if p]
     if any(p in (".", "..") for p in parts):
@@ -75,6 +86,8 @@ class LocalFilesystemExternalStorage:
 
     def put(self, data: bytes, *, sha256: str, codec: str) -> str:
         path = self.root / _object_key("", sha256, codec)
+        if _intact(path, len(data), sha256):
+            return path.as_uri()  # content-addressed: the same bytes are already there
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=".tmp-")
         try:

@@ -384,3 +384,15 @@ def test_a_namespace_policy_builds_its_driver(tmp_path: Path) -> None:
                       {"driver": "s3", "enabled": "yes"}, {"driver": "s3", "config": []}):
         with pytest.raises(ValueError):
             ExternalPayloadStoragePolicy.from_dict(malformed)
+
+
+def test_storing_the_same_bytes_again_keeps_an_intact_copy_and_repairs_a_damaged_one(
+    local: LocalFilesystemExternalStorage,
+) -> None:
+    ref = _stored(local, b"same bytes")
+    path = Path(ref.uri[len("file://"):])
+    before = path.stat().st_ino
+    assert _stored(local, b"same bytes") == ref and path.stat().st_ino == before  # not rewritten
+    path.write_bytes(b"same bytez")  # damaged in place, same size
+    assert _stored(local, b"same bytes") == ref
+    assert fetch_external_payload(local, ref) == b"same bytes"  # written again
