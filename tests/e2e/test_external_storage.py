@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 from typing import Any, Iterator, List
 
@@ -271,3 +272,63 @@ def test_a_missing_or_tampered_object_is_refused_typed_and_the_run_recovers(
     finally:
         raw.close()
     assert result["arg"] == hashlib.sha256(text.encode()).hexdigest() and result["grown"] == text + "!"
+
+
+@workflow.defn(name="e2e.ext.collect")
+class Collect:
+    def __init__(self) -> None:
+        self.seen: List[str] = []
+
+    @workflow.signal("item")
+    def item(self, text: str) -> None:
+        self.seen.append(hashlib.sha256(text.encode()).hexdigest())
+
+    @workflow.update("peek")
+    def peek(self, text: str) -> int:
+        self.seen.append(hashlib.sha256(text.encode()).hexdigest())
+        return len(text)
+
+    def run(self, ctx: Any, expected: int) -> Any:
+        yield ctx.wait_condition(lambda: len(self.seen) >= expected)
+        return list(self.seen)
+
+
+def test_large_signals_and_updates_racing_a_running_workflow(client: Client, storage: CountingStorage) -> None:
+    import random
+    import threading
+
+    queue = unique_queue("ext-race")
+    rng = random.Random()
+    seed = rng.randrange(1 << 30)
+    rng.seed(seed)
+    signals = [_text(f"signal-{i}-", 150 * 1024 + rng.randrange(4096)) for i in range(6)]
+    updates = [_text(f"update-{i}-", 150 * 1024 + rng.randrange(4096)) for i in range(3)]
+    worker = make_worker(client, task_queue=queue, workflows=[Collect], activities=[], poll_timeout=2.0,
+                         sticky_cache_capacity=rng.choice([0, 8]))
+    handle = client.start_workflow("e2e.ext.collect", len(signals) + len(updates), task_queue=queue)
+    errors_seen: List[BaseException] = []
+    answers: List[int] = []
+
+    def send(kind: str, text: str, delay: float) -> None:
+        try:
+            time.sleep(delay)
+            if kind == "signal":
+                client.signal_workflow(handle.workflow_id, "item", args=[text])
+            else:
+                answers.append(client.update_workflow(handle.workflow_id, "peek", args=[text],
+                                                      wait_for="completed")["result"])
+        except BaseException as error:  # reported below with the seed
+            errors_seen.append(error)
+
+    with RunningWorker(worker):
+        threads = [threading.Thread(target=send, args=("signal", text, rng.uniform(0, 0.3))) for text in signals]
+        threads += [threading.Thread(target=send, args=("update", text, rng.uniform(0, 0.3))) for text in updates]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        result = handle.result(timeout=60)
+    assert not errors_seen, (seed, errors_seen)
+    expected = {hashlib.sha256(text.encode()).hexdigest() for text in signals + updates}
+    assert sorted(result) == sorted(expected), seed
+    assert sorted(answers) == sorted(len(text) for text in updates), seed
