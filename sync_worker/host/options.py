@@ -50,9 +50,9 @@ _SETTING_FIELDS: Dict[str, str] = {
     "STICKY_CACHE_CAPACITY": "sticky_cache_capacity",
     "STICKY_CACHE_MAX_BYTES": "sticky_cache_max_bytes",
     "STICKY_CACHE_TTL_SECONDS": "sticky_cache_ttl_seconds",
-    "EXTERNAL_STORAGE": "external_storage",
-    "EXTERNAL_STORAGE_THRESHOLD_BYTES": "external_storage_threshold_bytes",
 }
+# external_storage* are also the Client's: the environment and settings give them to ClientOptions
+# (every door's client carries them, and a worker takes what its client has); here they are keywords.
 
 _RULES: Dict[str, Rule] = {
     "task_queue": values.optional_text,

@@ -1,13 +1,15 @@
-"""A sync_worker worker with local external storage, for ``sync-worker run -P gevent`` in
-tests/interop/test_sdk_external_storage.py (configured by the environment the test sets)."""
+"""A sync_worker worker for ``sync-worker run -P gevent`` in tests/interop/test_sdk_external_storage.py.
+
+Its client comes from the command's environment (``DURABLE_WORKFLOW_SERVER_URL``,
+``SYNC_WORKER_EXTERNAL_STORAGE``, ``SYNC_WORKER_EXTERNAL_STORAGE_THRESHOLD_BYTES``), as any
+deployment's would: the external storage is configured there, not in code."""
 
 from __future__ import annotations
 
 import hashlib
-import os
 from typing import Any
 
-from sync_worker import Client, LocalFilesystemExternalStorage, Worker, activity, workflow
+from sync_worker import Client, Worker, activity, workflow
 
 
 @activity.defn(name="interop.ext.shout")
@@ -22,8 +24,6 @@ class OurFlow:
         return {"arg": hashlib.sha256(text.encode()).hexdigest(), "loud": loud}
 
 
-def build() -> Worker:
-    client = Client(os.environ["EXT_TEST_SERVER_URL"])
-    return Worker(client, task_queue=os.environ["EXT_TEST_QUEUE"], workflows=[OurFlow], activities=[shout],
-                  poll_timeout=2.0, external_storage=LocalFilesystemExternalStorage(os.environ["EXT_TEST_DIR"]),
-                  external_storage_threshold_bytes=int(os.environ["EXT_TEST_THRESHOLD"]))
+def build(client: Client, task_queue: str) -> Worker:
+    assert client.external_storage is not None, "SYNC_WORKER_EXTERNAL_STORAGE is not set"
+    return Worker(client, task_queue=task_queue, workflows=[OurFlow], activities=[shout], poll_timeout=2.0)

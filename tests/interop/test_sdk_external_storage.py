@@ -87,10 +87,10 @@ def _our_worker(pool: str, url: str, root: Path, queue: str, log: Path) -> Itera
             thread.join(30)
             ours.close()
         return
-    env = dict(os.environ, EXT_TEST_SERVER_URL=url, EXT_TEST_DIR=str(root), EXT_TEST_QUEUE=queue,
-               EXT_TEST_THRESHOLD=str(THRESHOLD), PYTHONPATH=str(REPO))
+    env = dict(os.environ, DURABLE_WORKFLOW_SERVER_URL=url, SYNC_WORKER_EXTERNAL_STORAGE=root.as_uri(),
+               SYNC_WORKER_EXTERNAL_STORAGE_THRESHOLD_BYTES=str(THRESHOLD), PYTHONPATH=str(REPO))
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "sync_worker", "run", "-P", "gevent",
+        proc = subprocess.Popen([sys.executable, "-m", "sync_worker", "run", "-P", "gevent", "-Q", queue,
                                  "tests.interop._ext_worker_app:build"], cwd=REPO, env=env, stdout=out,
                                 stderr=subprocess.STDOUT)
         try:

@@ -330,24 +330,26 @@ def test_a_large_update_rejection_batch_is_offloaded_before_the_failure_bound(
     assert sent["commands"][1]["message"] == message  # not squeezed to make room for the 3 MiB blob
 
 
-def test_worker_options_take_a_driver_or_a_uri_from_the_environment(tmp_path: Path) -> None:
-    from sync_worker import Client
-    from sync_worker.host import OptionsError, WorkerOptions
+def test_client_options_take_a_driver_or_a_uri_from_the_environment_and_workers_inherit_it(tmp_path: Path) -> None:
+    from sync_worker.host import ClientOptions, OptionsError, WorkerOptions
 
     root = tmp_path / "env-store"
-    options = WorkerOptions.from_env({"SYNC_WORKER_EXTERNAL_STORAGE": root.as_uri(),
+    options = ClientOptions.from_env({"SYNC_WORKER_EXTERNAL_STORAGE": root.as_uri(),
                                       "SYNC_WORKER_EXTERNAL_STORAGE_THRESHOLD_BYTES": "4096",
-                                      "SYNC_WORKER_TASK_QUEUE": "q"})
+                                      "DURABLE_WORKFLOW_SERVER_URL": "http://127.0.0.1:9"})
     assert isinstance(options.external_storage, LocalFilesystemExternalStorage)
     assert options.external_storage.root == root.resolve() and options.external_storage_threshold_bytes == 4096
-    worker = options.build(Client("http://127.0.0.1:9"))
-    assert worker.external_storage is options.external_storage and worker.external_storage_cache is not None
-    assert worker.client.external_storage is options.external_storage
-    assert worker.client.external_storage_threshold_bytes == 4096
-    s3 = WorkerOptions.from_mapping({"EXTERNAL_STORAGE": "s3://bucket/some/prefix"}).external_storage
+    client = options.build_client()
+    assert client.external_storage is options.external_storage and client.external_storage_threshold_bytes == 4096
+    worker = WorkerOptions(task_queue="q").build(client)
+    assert worker.external_storage is options.external_storage and worker.client is client  # inherited, not cloned
+    other = LocalFilesystemExternalStorage(tmp_path / "other")
+    own = WorkerOptions.from_kwargs(task_queue="q", external_storage=other).build(client)
+    assert own.external_storage is other and own.external_storage_threshold_bytes == 4096 and own.client is not client
+    s3 = ClientOptions.from_mapping({"EXTERNAL_STORAGE": "s3://bucket/some/prefix"}).external_storage
     assert isinstance(s3, S3ExternalStorage) and (s3.bucket, s3.prefix) == ("bucket", "some/prefix")
     with pytest.raises(OptionsError):
-        WorkerOptions.from_mapping({"EXTERNAL_STORAGE": "gs://bucket"})
+        ClientOptions.from_mapping({"EXTERNAL_STORAGE": "gs://bucket"})
     with pytest.raises(OptionsError):
         WorkerOptions.from_kwargs(external_storage=object())
 
