@@ -26,6 +26,7 @@ __all__ = [
     "Forbidden",
     "InvalidArgument",
     "InvalidWorkflowDefinition",
+    "LocalActivityExecutionAborted",
     "NamespaceNotFound",
     "NonDeterministicReplayError",
     "NotFound",
@@ -336,6 +337,13 @@ class QueryTaskAuthorityLost(DurableWorkflowError):
         super().__init__(f"query task {query_task_id} lost its authority: {reason}")
         self.query_task_id = query_task_id
         self.reason = reason
+
+
+class LocalActivityExecutionAborted(DurableWorkflowError):
+    """The workflow task cannot go on: its lease could not be trusted while a local activity ran, or
+    the workflow asked for something the worker refuses to run (the published SDK's name and
+    messages: a local activity in a parallel group or with a cancellation policy,
+    ``ctx.cancellation_scope``). Nothing of the task is recorded; the run stays open."""
 
 
 class WorkerShutdown(DurableWorkflowError):

@@ -91,7 +91,7 @@ class TaskDispatcher:
             client=self.client, task=task, registry=self.workflows.registry(), worker_id=self.worker_id,
             task_queue=self.task_queue, inflight=inflight, sleep=self.shell.backend.sleep,
             executor=self.workflow_executor, interceptors=self.interceptors, namespace=self.namespace,
-            sticky=self.sticky, build_id=self.build_id,
+            sticky=self.sticky, build_id=self.build_id, activities=self.activities,
         ))
 
     def query(self, raw: Dict[str, Any], slot: Optional[Slot]) -> None:

@@ -71,6 +71,8 @@ def worker_capabilities(
 def capability_manifest(*, sticky: bool = False) -> Dict[str, Dict[str, Any]]:
     """The required ``capability_manifest``: the affinity features, said plainly (§3.1)."""
     return {
+        "local_activities": {"supported": True, "minimum_protocol_version": "1.18",
+                             "implementation": "record_local_activity"},
         "worker_sessions": {"supported": False, "minimum_protocol_version": "1.18", "reason": "not_implemented"},
         "sticky_execution": {"supported": True, "minimum_protocol_version": "1.18",
                              "implementation": "bounded_durable_history_cache"} if sticky else

@@ -69,13 +69,18 @@ from .context import Saga, WorkflowContext
 from .contract import workflow_command_contract, workflow_definition_fingerprint
 from .definition import defn, query, signal, update, update_validator
 from .history import UnsupportedReplayHistory
+from .local_activities import RecordLocalActivity
 from .policies import ActivityRetryPolicy, CancellationPolicy, ChildWorkflowRetryPolicy, ParentClosePolicy
 from .registry import WorkflowRegistry
 from .replayer import ReplayResult, replay
 from .streams import MessageStream, MessageStreamMessage
 from .task import QueryTaskOutcome, WorkflowTaskOutcome, apply_update, execute_query_task, execute_workflow_task
 
+#: What the replayer implements, advertised at registration (in the published SDK's order).
+WORKFLOW_CAPABILITIES = ("local_activities",)
+
 __all__ = [
+    "WORKFLOW_CAPABILITIES",
     "ActivityFailed",
     "ActivityRetryPolicy",
     "CancellationPolicy",
@@ -94,6 +99,7 @@ __all__ = [
     "NonDeterministicReplayError",
     "ParentClosePolicy",
     "QueryTaskOutcome",
+    "RecordLocalActivity",
     "RecordSideEffect",
     "RecordVersionMarker",
     "ReplayResult",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
 from .. import payloads
+from .local_activities import RecordLocalActivity
 from .policies import (
     CancellationPolicy,
     ParentClosePolicy,
@@ -30,6 +31,7 @@ __all__ = [
     "ContinueAsNew",
     "FailUpdate",
     "FailWorkflow",
+    "RecordLocalActivity",
     "RecordSideEffect",
     "RecordVersionMarker",
     "ScheduleActivity",
@@ -420,10 +422,10 @@ class FailUpdate:
 Command = Union[
     ScheduleActivity, StartTimer, StartChildWorkflow, RecordSideEffect, RecordVersionMarker,
     UpsertSearchAttributes, UpsertMemo, WaitCondition, ContinueAsNew, CompleteWorkflow, FailWorkflow,
-    CompleteUpdate, FailUpdate,
+    CompleteUpdate, FailUpdate, RecordLocalActivity,
 ]
 """Everything a replay can produce."""
 
 #: Commands that take part in replay matching (have a history shape).
 STEP_TYPES = (ScheduleActivity, StartTimer, StartChildWorkflow, RecordSideEffect, RecordVersionMarker,
-              UpsertSearchAttributes, UpsertMemo, WaitCondition)
+              UpsertSearchAttributes, UpsertMemo, WaitCondition, RecordLocalActivity)

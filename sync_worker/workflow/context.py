@@ -31,6 +31,7 @@ from .commands import (
     WaitCondition,
 )
 from .fingerprints import condition_fingerprint
+from .local_activities import RecordLocalActivity
 from .policies import CancellationPolicy, ParentClosePolicy, RetryPolicyInput
 from .streams import MessageStream, StreamInbox
 from .unyielded import IssuedCommands
@@ -167,6 +168,28 @@ class WorkflowContext:
             schedule_to_close_timeout=schedule_to_close_timeout,
             heartbeat_timeout=heartbeat_timeout,
             cancellation_policy=cancellation_policy,
+        ))
+
+    def local_activity(
+        self,
+        activity_type: str,
+        arguments: Optional[List[Any]] = None,
+        *,
+        retry_policy: Optional[Mapping[str, Any]] = None,
+        start_to_close_timeout: Optional[int] = None,
+        schedule_to_close_timeout: Optional[int] = None,
+        heartbeat_timeout: Optional[int] = None,
+        cancellation_policy: Optional[Union[str, CancellationPolicy]] = None,
+    ) -> RecordLocalActivity:
+        """Run ``activity_type`` in this worker, inside the workflow task (``local_activities``).
+
+        ``retry_policy`` is the SDK's dict (``max_attempts`` 1..100, ``backoff_seconds``,
+        ``non_retryable_error_types``); a failure after the last attempt raises ``ActivityFailed``.
+        """
+        return self._issued.track(RecordLocalActivity(
+            activity_type, list(arguments or []), retry_policy=retry_policy,
+            start_to_close_timeout=start_to_close_timeout, schedule_to_close_timeout=schedule_to_close_timeout,
+            heartbeat_timeout=heartbeat_timeout, cancellation_policy=cancellation_policy,
         ))
 
     def start_timer(self, seconds: int) -> StartTimer:

@@ -66,6 +66,7 @@ from .history import (
     event_type,
     sequence_of,
 )
+from .local_activities import LocalActivityRunner, RecordLocalActivity
 from .matching import check_step
 from .messages import ResumeContext, current_message, message_id
 from .reader import _validate_codecs, collect_resolved, collect_steps, reorder_parallel_groups
@@ -91,7 +92,7 @@ _IGNORED_EVENTS = frozenset({
     "WorkflowTaskStarted", "WorkflowTaskCompleted", "WorkflowTaskFailed", "SearchAttributesUpdated",
 })
 _WAIT_EVENTS = frozenset({"ConditionWaitOpened", "ConditionWaitSatisfied", "ConditionWaitTimedOut"})
-_NON_BLOCKING = (RecordSideEffect, RecordVersionMarker, UpsertMemo, UpsertSearchAttributes)
+_NON_BLOCKING = (RecordSideEffect, RecordVersionMarker, UpsertMemo, UpsertSearchAttributes, RecordLocalActivity)
 
 
 class SuspendedRun:
@@ -119,10 +120,12 @@ def _suspend(replay: _Replay, cancel_requested: bool) -> Optional[SuspendedRun]:
 def start(cls: type, history_events: List[Dict[str, Any]], start_input: List[Any], *,
           workflow_id: Optional[str] = None, run_id: str = "", payload_codec: Optional[str] = "avro",
           cancel_requested: bool = False, resume: Optional[ResumeContext] = None,
+          local_activities: Optional[LocalActivityRunner] = None,
           ) -> Tuple[ReplayResult, Optional[SuspendedRun]]:
     """A cold replay (same result as ``replay``) plus its suspended state when it can be resumed."""
     state = _Replay(cls, list(history_events), start_input, workflow_id=workflow_id, run_id=run_id,
-                    codec=payload_codec, cancel_requested=cancel_requested, resume=resume)
+                    codec=payload_codec, cancel_requested=cancel_requested, resume=resume,
+                    local_activities=local_activities)
     carried = current_message(state.history, resume) if state.recorded else None
     result = state.run()
     suspended = _suspend(state, cancel_requested)
@@ -247,11 +250,7 @@ def _consume_issued(replay: _Replay, issued: List[Any]) -> bool:
             return False
         check_step(command, step)
         recorded = history.results[replay.cursor]
-        if isinstance(command, RecordSideEffect):
-            if payloads.encode(recorded) != payloads.encode(command.result):
-                return False
-        elif (isinstance(command, RecordVersionMarker)
-              and replay.recorded_version(step) != replay.versions.get(command.change_id)):
+        if not _same_outcome(replay, command, step, recorded):
             return False
         replay.cursor += 1
         before = len(replay.receivers)
@@ -261,6 +260,17 @@ def _consume_issued(replay: _Replay, issued: List[Any]) -> bool:
             replay.apply_due_legacy(before_result=False)
         if len(replay.receivers) != before:
             return False
+    return True
+
+
+def _same_outcome(replay: _Replay, command: Any, step: RecordedStep, recorded: Any) -> bool:
+    """Whether the recorded result is what the suspended code was given for ``command``."""
+    if isinstance(command, RecordSideEffect):
+        return payloads.encode(recorded) == payloads.encode(command.result)
+    if isinstance(command, RecordVersionMarker):
+        return replay.recorded_version(step) == replay.versions.get(command.change_id)
+    if isinstance(command, RecordLocalActivity):
+        return command.same_as_recorded(recorded)
     return True
 
 
@@ -274,8 +284,13 @@ def _quiet_boundary(replay: _Replay) -> bool:
     return len(replay.receivers) == before
 
 
+def _abandons(error: BaseException) -> bool:
+    return getattr(error, "abandon_task", False) is True
+
+
 def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *, cancel_requested: bool = False,
-           context: Optional[ResumeContext] = None) -> Optional[Tuple[ReplayResult, Optional[SuspendedRun]]]:
+           context: Optional[ResumeContext] = None, local_activities: Optional[LocalActivityRunner] = None,
+           ) -> Optional[Tuple[ReplayResult, Optional[SuspendedRun]]]:
     """Continue ``run`` with ``new_events`` (the history after ``run.event_count``).
 
     Returns the result a cold replay of the whole history gives plus the new suspended
@@ -285,6 +300,10 @@ def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *, cancel_reques
     replay = run.replay
     if cancel_requested != run.cancel_requested or not new_events or not _eligible(run, new_events):
         return None
+    # This task's runner (a kept state must never run a local activity under an old task's lease).
+    replay.local_activities = local_activities
+    if local_activities is not None:
+        local_activities.begin_replay()
     if replay.recorded or context is not None:
         return resume_recorded(run, new_events, cancel_requested, context)
     if any(event_type(event) == "SignalApplied" and message_id(event_payload(event), "signal_id")
@@ -342,6 +361,8 @@ def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *, cancel_reques
         else:
             commands = replay.loop(outcome, first=False)
     except (Exception, WorkflowCancelled) as error:
+        if _abandons(error):
+            raise
         log.debug("sticky resume gave up (%s: %s); replaying cold", type(error).__name__, error)
         return None
     return replay.result(commands), _suspend(replay, cancel_requested)
@@ -402,6 +423,8 @@ def resume_recorded(run: SuspendedRun, new_events: List[Dict[str, Any]], cancel_
         else:
             commands = replay.loop(outcome, first=False)
     except (Exception, WorkflowCancelled) as error:
+        if _abandons(error):
+            raise
         log.debug("sticky resume gave up (%s: %s); replaying cold", type(error).__name__, error)
         return None
     suspended = _suspend(replay, cancel_requested)

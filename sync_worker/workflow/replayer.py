@@ -29,6 +29,7 @@ from ..errors import (
     ActivityFailed,
     ChildWorkflowFailed,
     InvalidWorkflowDefinition,
+    LocalActivityExecutionAborted,
     NonDeterministicReplayError,
     WorkflowCancelled,
     WorkflowEntryArgumentsMismatchError,
@@ -50,12 +51,14 @@ from .context import WorkflowContext
 from .definition import MESSAGE_STREAM_SIGNAL, validate_entrypoint, workflow_name
 from .failures import fail_workflow_from_exception
 from .history import HistoryIndex, Receiver, RecordedStep, UnsupportedReplayHistory
+from .local_activities import LocalActivityRunner, RecordLocalActivity, refuse_local_in_group
 from .matching import annotate_group, check_step, first_failure, group_leaves, reshape
 from .messages import ResumeContext, current_message, update_arrival
 from .reader import read_history_scanner
 from .recorded import LIVE, RecordedWaits, UpdateCall
 from .streams import is_cursor_checkpoint
 from .unyielded import forgotten_yield
+from .versions import VersionMarkers
 from .waiting import Action, ConditionWaits, Stop, WaitVisit
 
 __all__ = ["BLOCKING_COMMANDS", "ReplayResult", "replay"]
@@ -85,11 +88,14 @@ _Stop = Stop
 _Action = Action
 
 
-class _Replay(ConditionWaits, RecordedWaits):
+class _Replay(ConditionWaits, RecordedWaits, VersionMarkers):
     def __init__(self, cls: type, events: List[Dict[str, Any]], start_input: List[Any], *,
                  workflow_id: Optional[str], run_id: str, codec: Optional[str], cancel_requested: bool,
-                 resume: Optional[ResumeContext] = None, update_call: Optional[UpdateCall] = None) -> None:
+                 resume: Optional[ResumeContext] = None, update_call: Optional[UpdateCall] = None,
+                 local_activities: Optional[LocalActivityRunner] = None) -> None:
         validate_entrypoint(cls)
+        #: runs local activities on first execution (None: a replay that must not run them)
+        self.local_activities = local_activities
         self.cls = cls
         self.start_input = list(start_input)
         self.scanner = read_history_scanner(events, codec=codec, workflow_id=workflow_id, run_id=run_id)
@@ -252,7 +258,8 @@ class _Replay(ConditionWaits, RecordedWaits):
             raise WorkflowEntryArgumentsMismatchError(name, "argument_binding_failed") from None
         try:
             return self.result(self.drive())
-        except (NonDeterministicReplayError, InvalidWorkflowDefinition, UnsupportedReplayHistory):
+        except (NonDeterministicReplayError, InvalidWorkflowDefinition, UnsupportedReplayHistory,
+                LocalActivityExecutionAborted):
             raise
         except (Exception, WorkflowCancelled) as error:
             return self.result([*self.pending, fail_workflow_from_exception(error)])
@@ -261,6 +268,8 @@ class _Replay(ConditionWaits, RecordedWaits):
         return ReplayResult(commands, self.instance, self.ctx)
 
     def drive(self) -> List[Command]:
+        if self.local_activities is not None:
+            self.local_activities.begin_replay()
         generator = self.instance.run(self.ctx, *self.start_input)
         if not inspect.isgenerator(generator):
             return self.finish(generator)
@@ -329,6 +338,8 @@ class _Replay(ConditionWaits, RecordedWaits):
             return _Stop(self.finish(command))
         if isinstance(command, (RecordSideEffect, UpsertMemo, UpsertSearchAttributes)):
             return self.non_blocking(command)
+        if isinstance(command, RecordLocalActivity):
+            return self.local_activity(command)
         if isinstance(command, WaitCondition):
             return self.wait_in_order(command) if self.recorded else self.wait(command)
         if isinstance(command, (ScheduleActivity, StartTimer, StartChildWorkflow)):
@@ -370,6 +381,22 @@ class _Replay(ConditionWaits, RecordedWaits):
         self.pending.append(command)
         return ("send", None)
 
+    def local_activity(self, command: RecordLocalActivity) -> _Action:
+        """A recorded local activity replays its outcome; a new one runs now, in this task."""
+        command.check_admissible()
+        if self.cursor < len(self.history.results):
+            self.at_step(self.history.result_steps[self.cursor])
+            value = self.take_result(command)
+            return ("throw", value) if isinstance(value, ActivityFailed) else ("send", value)
+        self.go_live()
+        self.at_step(None)
+        self.check_new(command)
+        self.pending.append(command)
+        if self.local_activities is None:
+            return _Stop()  # a query or update replay: the state before it
+        value = command.observed = self.local_activities.run(command)
+        return ("throw", value) if isinstance(value, ActivityFailed) else ("send", value)
+
     def parallel(self, group: List[Any]) -> _Action:
         leaves = group_leaves(group)
         if not leaves:
@@ -378,6 +405,11 @@ class _Replay(ConditionWaits, RecordedWaits):
         base = steps[0].sequence if steps else self.history.max_sequence() + len(self.pending) + 1
         annotated, shape = annotate_group(group, base)
         needed = len(annotated)
+        for leaf in leaves:
+            if isinstance(leaf, RecordLocalActivity):
+                leaf.check_admissible()
+        if self.cursor + needed > len(self.history.results):
+            refuse_local_in_group(leaves)
         if self.cursor + needed <= len(self.history.results):
             members = self.history.result_steps[self.cursor:self.cursor + needed]
             self.at_step(members[0], max(step.sequence for step in members))
@@ -396,71 +428,6 @@ class _Replay(ConditionWaits, RecordedWaits):
         self.pending.extend(annotated)
         return _Stop()
 
-    # -- version markers ------------------------------------------------------------
-
-    def recorded_version(self, step: RecordedStep) -> int:
-        payload = _payload_at(self, step)
-        version, change_id = payload.get("version"), payload.get("change_id")
-        low, high = payload.get("min_supported"), payload.get("max_supported")
-
-        def invalid(detail: str) -> NonDeterministicReplayError:
-            return NonDeterministicReplayError(step.sequence, "compatible version marker", step.event_types,
-                                               detail=detail)
-
-        if type(version) is not int:
-            raise invalid("Version marker must contain an integer version.")
-        if not isinstance(change_id, str) or not change_id.strip():
-            raise invalid("Version marker must retain a non-empty change ID.")
-        if type(low) is not int or type(high) is not int or not low <= version <= high:
-            raise invalid("Recorded version marker has an invalid supported range.")
-        return version
-
-    def skip_duplicate_version_markers(self) -> None:
-        # Older SDKs recorded a marker on every call of the same change id: consume them.
-        while self.versions and self.cursor < len(self.history.results):
-            step = self.history.result_steps[self.cursor]
-            change_id = step.details.get("change_id")
-            if step.shape != "version marker" or change_id not in self.versions or self.next_unconsumed() is not step:
-                return
-            if self.recorded_version(step) != self.versions[change_id]:
-                raise NonDeterministicReplayError(step.sequence, "compatible version marker", step.event_types,
-                                                  detail=f"Conflicting recorded decisions for change ID {change_id!r}.")
-            self.cursor += 1
-
-    def resolve_version(self, command: RecordVersionMarker) -> Any:
-        def invalid(detail: str, step: Optional[RecordedStep] = None) -> NonDeterministicReplayError:
-            return NonDeterministicReplayError(step.sequence if step else self.history.max_sequence() + 1,
-                                               "compatible version marker", step.event_types if step else [],
-                                               detail=detail)
-
-        if not isinstance(command.change_id, str) or not command.change_id.strip():
-            raise invalid("Version markers require a stable non-empty change ID.")
-        if command.min_supported > command.max_supported:
-            raise invalid(f"Invalid supported range for change ID {command.change_id!r}.")
-        step = self.next_unconsumed()
-        if command.change_id in self.versions:
-            version = self.versions[command.change_id]
-        elif step is not None and step.shape == "version marker":
-            if self.history.result_steps[self.cursor] is not step:
-                raise NonDeterministicReplayError(step.sequence, command.describe(), step.event_types)
-            self.at_step(step)
-            check_step(command, step)
-            version = self.recorded_version(step)
-            self.cursor += 1
-        elif step is not None or self.history.has_terminal_event:
-            # The run already passed this point without a marker: it took the old path.
-            version = -1
-        else:
-            version = command.version
-            self.go_live()
-            self.at_step(None)
-            self.pending.append(command)
-        if not command.min_supported <= version <= command.max_supported:
-            raise invalid(f"Recorded version {version} for change ID {command.change_id!r} is outside the "
-                          f"supported range {command.min_supported}..{command.max_supported}.", step)
-        self.versions.setdefault(command.change_id, version)
-        return command.result_for(version)
-
 
 def _is_stream(receiver: Receiver) -> bool:
     return receiver.kind == "signal" and receiver.name == MESSAGE_STREAM_SIGNAL
@@ -473,10 +440,6 @@ def _suffix_minima(steps: List[RecordedStep]) -> List[Optional[RecordedStep]]:
         best = out[index + 1]
         out[index] = steps[index] if best is None or steps[index].sequence <= best.sequence else best
     return out
-
-
-def _payload_at(replay: _Replay, step: RecordedStep) -> Dict[str, Any]:
-    return replay.history.payload_at(step.history_index)
 
 
 def _workflow_id_from(events: List[Dict[str, Any]]) -> str:
@@ -499,12 +462,15 @@ def replay(
     payload_codec: Optional[str] = "avro",
     cancel_requested: bool = False,
     resume: Optional[ResumeContext] = None,
+    local_activities: Optional[LocalActivityRunner] = None,
 ) -> ReplayResult:
     """Replay ``cls`` over the complete history; see the module docstring.
 
     ``resume`` is the task's resume context (``messages.ResumeContext.from_task``): which
     message the task carries. Without one, and with no application record in the history,
-    messages are placed by the legacy rules.
+    messages are placed by the legacy rules. ``local_activities`` runs the local activities the
+    workflow reaches for the first time (``local_activities``); without it the replay stops there.
     """
     return _Replay(cls, list(history_events), start_input, workflow_id=workflow_id, run_id=run_id,
-                   codec=payload_codec, cancel_requested=cancel_requested, resume=resume).run()
+                   codec=payload_codec, cancel_requested=cancel_requested, resume=resume,
+                   local_activities=local_activities).run()

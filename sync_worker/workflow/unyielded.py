@@ -80,7 +80,7 @@ def forgotten_yield(result: Any, leftovers: List[Any], workflow: str) -> Optiona
 _CALLS = {"ScheduleActivity": "schedule_activity", "StartTimer": "start_timer", "WaitCondition": "wait_condition",
           "StartChildWorkflow": "start_child_workflow", "RecordSideEffect": "side_effect",
           "RecordVersionMarker": "get_version", "UpsertSearchAttributes": "upsert_search_attributes",
-          "UpsertMemo": "upsert_memo"}
+          "UpsertMemo": "upsert_memo", "RecordLocalActivity": "local_activity"}
 
 
 def _call(command: Any) -> str:
