@@ -392,9 +392,12 @@ class ActivityCancelled(BaseException):
 class WorkflowCancelled(BaseException):
     """A workflow was cancelled. A ``BaseException``, like ``ActivityCancelled``."""
 
-    def __init__(self, message: str = "workflow was cancelled", *, request_id: Optional[str] = None):
+    def __init__(self, message: str = "workflow was cancelled", *, request_id: Optional[str] = None,
+                 context: Any = None):
         super().__init__(message)
         self.request_id = request_id
+        #: the cooperative cancellation metadata (``ctx.cancellation_context``); None without 1.20
+        self.context = context
 
 
 # Workflow and activity outcomes and replay errors live in their own module (same hierarchy).

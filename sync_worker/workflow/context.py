@@ -33,6 +33,7 @@ from .commands import (
 from .fingerprints import condition_fingerprint
 from .local_activities import RecordLocalActivity
 from .policies import CancellationPolicy, ParentClosePolicy, RetryPolicyInput
+from .scopes import cancellation_scope as _refused_scope
 from .streams import MessageStream, StreamInbox
 from .unyielded import IssuedCommands
 
@@ -86,6 +87,7 @@ class WorkflowContext:
         self._start_time = start_time
         self._clock_error = clock_error
         self._cancel_requested = cancel_requested
+        self._shield_depth = 0
         self._rng = _random.Random(int(hashlib.sha256(run_id.encode()).hexdigest()[:16], 16))
         self._uuid7_counter = 0
         self.logger = ReplayLogger(_USER_LOGGER)
@@ -128,20 +130,36 @@ class WorkflowContext:
         tail = self._rng.getrandbits(62)
         return uuid.UUID(int=(millis << 80) | (0x7 << 76) | (counter << 64) | (0x2 << 62) | tail)
 
-    # -- cancellation (non-cooperative: the server's cancel_requested flag only) ---
+    # -- cancellation (as the SDK 2.12 exposes it without protocol-1.20 delivery: ``scopes``) ---
 
     @property
     def is_cancellation_requested(self) -> bool:
+        """The task's ``cancel_requested`` flag (a server that closes runs on ``/cancel`` never sets it)."""
         return self._cancel_requested
 
     def throw_if_cancellation_requested(self) -> None:
-        if self._cancel_requested:
-            raise WorkflowCancelled("workflow cancellation was requested")
+        """Raise ``WorkflowCancelled`` at this safe point if cancellation was requested (not when shielded)."""
+        if self._cancel_requested and self._shield_depth == 0:
+            raise WorkflowCancelled("workflow cancellation was requested", request_id=None, context=None)
+
+    @property
+    def cancellation_context(self) -> Any:
+        """Cooperative cancellation metadata; ``None`` (it exists only for a committed 1.20 delivery)."""
+        return None
 
     @contextlib.contextmanager
     def cancellation_shield(self) -> Iterator[None]:
-        """Accepted for compatibility; without cooperative cancellation there is nothing to shield."""
-        yield
+        """Cleanup code inside runs without ``throw_if_cancellation_requested`` raising (nestable)."""
+        self._shield_depth += 1
+        try:
+            yield
+        finally:
+            self._shield_depth -= 1
+
+    def cancellation_scope(self, body: Callable[[], Any], *, shield_parent: bool = False) -> Generator[Any, Any, Any]:
+        """``yield from ctx.cancellation_scope(body)``: refused, as in the SDK 2.12, where scope
+        authoring is a disabled candidate (``LocalActivityExecutionAborted``, see ``scopes``)."""
+        return _refused_scope(body, shield_parent=shield_parent)
 
     # -- durable commands ---------------------------------------------------------
 

@@ -72,6 +72,7 @@ from .messages import ResumeContext, current_message, message_id
 from .reader import _validate_codecs, collect_resolved, collect_steps, reorder_parallel_groups
 from .recorded import LIVE
 from .replayer import ReplayResult, _is_stream, _Replay, _Stop, _suffix_minima
+from .scopes import refuse_scoped_history
 from .streams import is_cursor_checkpoint
 
 __all__ = ["SuspendedRun", "resume", "start"]
@@ -176,6 +177,7 @@ def _extend(replay: _Replay, new_events: List[Dict[str, Any]]) -> Optional[List[
     """Feed ``new_events`` into the index exactly as a cold read of the whole history would;
     returns the new receivers, or None when the earlier events would now read differently."""
     scanner, history = replay.scanner, replay.history
+    refuse_scoped_history(new_events)  # (caught by ``resume``: the cold replay then refuses the task)
     _validate_codecs(new_events)
     known = scanner.types_by_sequence
     reused = {sequence_of(event_payload(event)) for event in new_events if event_type(event) == "TimerScheduled"}

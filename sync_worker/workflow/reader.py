@@ -36,6 +36,7 @@ from .messages import (
     note_blocking_step,
     note_update_accepted,
 )
+from .scopes import refuse_scoped_history
 from .wait_index import TimerAliases, WaitBinder, timeout_kind
 
 __all__ = ["Scanner", "collect_resolved", "collect_steps", "read_history", "read_history_scanner"]
@@ -160,6 +161,7 @@ def read_history_scanner(
     events: List[Dict[str, Any]], *, codec: Optional[str], workflow_id: Optional[str] = None, run_id: str = "",
 ) -> Scanner:
     """:func:`read_history`, returning the scanner (its ``index`` and the bookkeeping behind it)."""
+    refuse_scoped_history(events)
     for event in events:
         name = event_type(event) or ""
         if name.startswith(UNSUPPORTED_PREFIXES):
