@@ -33,6 +33,8 @@ class Config:
     workflow_task_lease_seconds: float = 60.0
     activity_task_lease_seconds: float = 300.0
     query_timeout_seconds: float = 10.0
+    #: how long an update waits for its validator's verdict (the server's ``update_validation.timeout``)
+    update_validation_timeout_seconds: float = 10.0
     tick_seconds: float = 0.05
     heartbeat_interval_seconds: int = 60
     stale_after_seconds: int = 120
@@ -131,7 +133,7 @@ class Engine:
                    memo: Optional[Dict[str, Any]] = None, search_attributes: Optional[Dict[str, Any]] = None,
                    execution_timeout_seconds: Optional[int] = None, run_timeout_seconds: Optional[int] = None,
                    run_number: int = 1, extra: Optional[Dict[str, Any]] = None,
-                   run_id: Optional[str] = None) -> Row:
+                   run_id: Optional[str] = None, started_extra: Optional[Dict[str, Any]] = None) -> Row:
         """Create a run, record its first events and (for workflow runs) queue its first task."""
         ts = now()
         for older in self.store.select("runs", "namespace = ? AND workflow_id = ? AND is_current = 1",
@@ -177,6 +179,7 @@ class Engine:
             "parent_workflow_instance_id": parent.get("workflow_id") if parent else None,
             "parent_workflow_run_id": parent.get("run_id") if parent else None,
             "parent_sequence": parent.get("sequence") if parent else None,
+            **(started_extra or {}),
         }
         self.append(run, "WorkflowStarted", started)
         if kind == "workflow":

@@ -17,7 +17,7 @@ EXPECTED = {
     "WorkflowHandle", "WorkflowNotFound", "WorkflowTerminated", "WorkflowTimedOut", "__version__",
     "activity", "errors", "payloads", "workflow",
     "WorkerInterceptor", "PassthroughWorkerInterceptor", "ActivityInterceptorContext",
-    "ResponseTooLarge", "ResultNotEncodable",
+    "ResponseTooLarge", "ResultNotEncodable", "UpdateRejected", "UpdateValidationFailed",
 }
 
 
