@@ -22,6 +22,7 @@ from .errors import (
     ChildWorkflowCancelled,
     ChildWorkflowFailed,
     ChildWorkflowTerminated,
+    DurableOperationCancelled,
     DurableWorkflowError,
     FailureReportTooLarge,
     FatalError,
@@ -54,6 +55,8 @@ _LAZY = {
     "WorkflowExecution": ("sync_worker.client", "WorkflowExecution"),
     "CancelToken": ("sync_worker.cancel", "CancelToken"),
     "Worker": ("sync_worker.worker", "Worker"),
+    "SelectionResult": ("sync_worker.workflow.select", "SelectionResult"),
+    "DurableOperationHandle": ("sync_worker.workflow.select", "DurableOperationHandle"),
     "WorkerStatus": ("sync_worker.worker", "WorkerStatus"),
     "WorkerRoleStatus": ("sync_worker.worker", "WorkerRoleStatus"),
     "WorkerState": ("sync_worker.worker", "WorkerState"),
@@ -71,6 +74,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .client import Client, WorkflowExecution, WorkflowHandle
     from .interceptors import ActivityInterceptorContext, PassthroughWorkerInterceptor, WorkerInterceptor
     from .worker import InMemoryMetrics, Worker, WorkerRoleStatus, WorkerState, WorkerStatus
+    from .workflow.select import DurableOperationHandle, SelectionResult
 
 
 def __getattr__(name: str) -> Any:
@@ -97,6 +101,8 @@ __all__ = [
     "ChildWorkflowFailed",
     "ChildWorkflowTerminated",
     "Client",
+    "DurableOperationCancelled",
+    "DurableOperationHandle",
     "DurableWorkflowError",
     "FailureReportTooLarge",
     "FatalError",
@@ -111,6 +117,7 @@ __all__ = [
     "TransportError",
     "ResponseTooLarge",
     "ResultNotEncodable",
+    "SelectionResult",
     "Unauthorized",
     "UpdateRejected",
     "UpdateValidationFailed",

@@ -242,7 +242,12 @@ class Engine:
         run["members"][f"{gid}#{index}"] = sequence
 
     def member_resolved(self, run: Row, fields: Dict[str, Any], sequence: int) -> None:
-        """A step resolved: wake the run unless a parallel group is still partly open."""
+        """A step resolved (its terminal event just recorded): wake the run unless a parallel group is
+        still partly open; a selection member follows the selection's rules (``selection``)."""
+        from .selection import member_closed
+
+        if member_closed(self, run, fields, sequence):
+            return
         root = self.group_root(fields)
         if root is not None and root in run["groups"]:
             pending = [s for s in run["groups"][root] if s != sequence]

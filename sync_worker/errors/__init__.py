@@ -21,6 +21,7 @@ __all__ = [
     "ChildWorkflowTerminated",
     "Conflict",
     "DuplicateRegistrationError",
+    "DurableOperationCancelled",
     "DurableWorkflowError",
     "FailureReportTooLarge",
     "Forbidden",
@@ -403,6 +404,19 @@ class LocalActivityExecutionAborted(DurableWorkflowError):
     the workflow asked for something the worker refuses to run (the published SDK's name and
     messages: a local activity in a parallel group or with a cancellation policy,
     ``ctx.cancellation_scope``). Nothing of the task is recorded; the run stays open."""
+
+
+class DurableOperationCancelled(DurableWorkflowError):
+    """A durable selection member was explicitly cancelled (``yield handle`` after ``handle.cancel()``)."""
+
+    def __init__(self, selection_group_id: str, member_key: Any, member_index: int, operation_kind: str,
+                 operation_identity: str) -> None:
+        super().__init__(f"Selected {operation_kind} operation {operation_identity} was explicitly cancelled.")
+        self.selection_group_id = selection_group_id
+        self.member_key = member_key
+        self.member_index = member_index
+        self.operation_kind = operation_kind
+        self.operation_identity = operation_identity
 
 
 class WorkerShutdown(DurableWorkflowError):

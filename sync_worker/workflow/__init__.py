@@ -73,16 +73,19 @@ from .local_activities import RecordLocalActivity
 from .policies import ActivityRetryPolicy, CancellationPolicy, ChildWorkflowRetryPolicy, ParentClosePolicy
 from .registry import WorkflowRegistry
 from .replayer import ReplayResult, replay
+from .select import CancelDurableOperation, DurableOperationHandle, SelectGroup, SelectionResult
 from .streams import MessageStream, MessageStreamMessage
 from .task import QueryTaskOutcome, WorkflowTaskOutcome, apply_update, execute_query_task, execute_workflow_task
 
 #: What the replayer implements, advertised at registration (in the published SDK's order).
-WORKFLOW_CAPABILITIES = ("local_activities",)
+WORKFLOW_CAPABILITIES = ("durable_selection", "local_activities")
 
 __all__ = [
     "WORKFLOW_CAPABILITIES",
     "ActivityFailed",
     "ActivityRetryPolicy",
+    "CancelDurableOperation",
+    "DurableOperationHandle",
     "CancellationPolicy",
     "ChildWorkflowCancelled",
     "ChildWorkflowFailed",
@@ -104,6 +107,8 @@ __all__ = [
     "RecordVersionMarker",
     "ReplayResult",
     "Saga",
+    "SelectGroup",
+    "SelectionResult",
     "SagaCompensationFailed",
     "ScheduleActivity",
     "StartChildWorkflow",

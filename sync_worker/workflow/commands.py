@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Union
 
 from .. import payloads
 from .local_activities import RecordLocalActivity
+
+if TYPE_CHECKING:  # (select imports this module)
+    from .select import CancelDurableOperation
 from .policies import (
     CancellationPolicy,
     ParentClosePolicy,
@@ -422,7 +425,7 @@ class FailUpdate:
 Command = Union[
     ScheduleActivity, StartTimer, StartChildWorkflow, RecordSideEffect, RecordVersionMarker,
     UpsertSearchAttributes, UpsertMemo, WaitCondition, ContinueAsNew, CompleteWorkflow, FailWorkflow,
-    CompleteUpdate, FailUpdate, RecordLocalActivity,
+    CompleteUpdate, FailUpdate, RecordLocalActivity, "CancelDurableOperation",
 ]
 """Everything a replay can produce."""
 

@@ -16,7 +16,7 @@ import math
 import random as _random
 import uuid
 from datetime import datetime
-from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional, Sequence, Union
 
 from ..errors import NonDeterministicReplayError, SagaCompensationFailed, WorkflowCancelled
 from .commands import (
@@ -34,6 +34,7 @@ from .fingerprints import condition_fingerprint
 from .local_activities import RecordLocalActivity
 from .policies import CancellationPolicy, ParentClosePolicy, RetryPolicyInput
 from .scopes import cancellation_scope as _refused_scope
+from .select import SelectGroup, select_group
 from .streams import MessageStream, StreamInbox
 from .unyielded import IssuedCommands
 
@@ -250,6 +251,14 @@ class WorkflowContext:
             execution_timeout_seconds=execution_timeout_seconds,
             run_timeout_seconds=run_timeout_seconds,
         ))
+
+    def select(self, operations: Union[Mapping[Union[int, str], Any], Sequence[Any]]) -> SelectGroup:
+        """Start every operation and wait for the first to finish (``select``): a ``SelectionResult``.
+
+        A mapping keeps its keys; a sequence is keyed by index. Members are activities, timers,
+        child workflows and nested lists of them.
+        """
+        return self._issued.track(select_group(operations))
 
     def side_effect(self, fn: Callable[[], Any]) -> RecordSideEffect:
         """Run ``fn`` once on first execution and replay its recorded result afterwards."""

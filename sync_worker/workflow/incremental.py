@@ -73,6 +73,7 @@ from .reader import _validate_codecs, collect_resolved, collect_steps, reorder_p
 from .recorded import LIVE
 from .replayer import ReplayResult, _is_stream, _Replay, _Stop, _suffix_minima
 from .scopes import refuse_scoped_history
+from .select import CancelDurableOperation
 from .streams import is_cursor_checkpoint
 
 __all__ = ["SuspendedRun", "resume", "start"]
@@ -93,6 +94,8 @@ _IGNORED_EVENTS = frozenset({
     "WorkflowTaskStarted", "WorkflowTaskCompleted", "WorkflowTaskFailed", "SearchAttributesUpdated",
 })
 _WAIT_EVENTS = frozenset({"ConditionWaitOpened", "ConditionWaitSatisfied", "ConditionWaitTimedOut"})
+# A selection's verdict and cancellations: read into the index like a cold read does (``select``).
+_SELECTION_EVENTS = frozenset({"SelectionResolved", "SelectionOperationCancelled"})
 _NON_BLOCKING = (RecordSideEffect, RecordVersionMarker, UpsertMemo, UpsertSearchAttributes, RecordLocalActivity)
 
 
@@ -142,7 +145,7 @@ def _eligible(run: SuspendedRun, new_events: List[Dict[str, Any]]) -> bool:
         kind = event_type(event) or ""
         if kind.startswith(UNSUPPORTED_PREFIXES) or kind in TERMINAL_RUN_EVENTS:
             return False
-        if kind in _IGNORED_EVENTS or kind in _RECEIVER_EVENTS:
+        if kind in _IGNORED_EVENTS or kind in _RECEIVER_EVENTS or kind in _SELECTION_EVENTS:
             continue
         sequence = sequence_of(event_payload(event))
         if kind in _WAIT_EVENTS:
@@ -243,6 +246,11 @@ def _consume_issued(replay: _Replay, issued: List[Any]) -> bool:
     """Match the commands the last task sent with their recorded results, as a cold replay would."""
     history = replay.history
     for command in issued:
+        if isinstance(command, CancelDurableOperation):
+            # the cancellation a cold replay finds recorded (and then issues nothing)
+            if replay._cancellation(command.handle) is None:
+                return False
+            continue
         if not isinstance(command, _NON_BLOCKING) or not _quiet_boundary(replay):
             return False
         if replay.cursor >= len(history.results):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 from ..errors import (
     ActivityFailed,
@@ -56,6 +56,8 @@ from .matching import annotate_group, check_step, first_failure, group_leaves, r
 from .messages import ResumeContext, current_message, update_arrival
 from .reader import read_history_scanner
 from .recorded import LIVE, RecordedWaits, UpdateCall
+from .select import CancelDurableOperation, DurableOperationHandle, SelectGroup
+from .selection_replay import Selections
 from .streams import is_cursor_checkpoint
 from .unyielded import forgotten_yield
 from .versions import VersionMarkers
@@ -65,7 +67,8 @@ __all__ = ["BLOCKING_COMMANDS", "ReplayResult", "replay"]
 
 #: The commands a suspended run can wait on and be resumed from (``incremental``), besides
 #: a parallel group (a list).
-BLOCKING_COMMANDS = (ScheduleActivity, StartTimer, StartChildWorkflow, WaitCondition)
+BLOCKING_COMMANDS = (ScheduleActivity, StartTimer, StartChildWorkflow, WaitCondition, SelectGroup,
+                     DurableOperationHandle)
 
 @dataclass
 class ReplayResult:
@@ -88,7 +91,7 @@ _Stop = Stop
 _Action = Action
 
 
-class _Replay(ConditionWaits, RecordedWaits, VersionMarkers):
+class _Replay(ConditionWaits, RecordedWaits, VersionMarkers, Selections):
     def __init__(self, cls: type, events: List[Dict[str, Any]], start_input: List[Any], *,
                  workflow_id: Optional[str], run_id: str, codec: Optional[str], cancel_requested: bool,
                  resume: Optional[ResumeContext] = None, update_call: Optional[UpdateCall] = None,
@@ -121,6 +124,9 @@ class _Replay(ConditionWaits, RecordedWaits, VersionMarkers):
                 self.ctx._streams.accept(receiver.args)
         self.cursor = 0
         self.wait_cursor = 0
+        self.selection_cursor = 0
+        self.consumed_selections: Set[int] = set()
+        self.authored_handles: Dict[int, DurableOperationHandle] = {}
         self.pending: List[Command] = []
         self.versions: Dict[str, int] = {}
         self.trailing_wait: Optional[WaitCondition] = None
@@ -226,6 +232,9 @@ class _Replay(ConditionWaits, RecordedWaits, VersionMarkers):
                 return
             if head.result_index > self.cursor or (before_result and head.result_index == self.cursor):
                 return
+            if head.selection_index > self.selection_cursor or (
+                    before_result and head.selection_index and head.selection_index == self.selection_cursor):
+                return  # recorded after a selection's verdict: once the code took it
             self.apply(self.receivers.pop(0))
 
     def apply_for_wait(self, wait_id: Optional[str]) -> None:
@@ -324,9 +333,13 @@ class _Replay(ConditionWaits, RecordedWaits, VersionMarkers):
             self.skip_trailing_reopens()
         terminal: Command = value if isinstance(value, ContinueAsNew) else CompleteWorkflow(result=value)
         step = self.next_unconsumed()
+        shape = "continue as new" if isinstance(value, ContinueAsNew) else "complete workflow"
         if step is not None:
-            shape = "continue as new" if isinstance(value, ContinueAsNew) else "complete workflow"
             raise NonDeterministicReplayError(step.sequence, shape, step.event_types)
+        members = self.unconsumed_selections()
+        if members:
+            left = self.history.selection.steps[members[0]][0]
+            raise NonDeterministicReplayError(left.sequence, shape, left.event_types)
         return [*self.pending, terminal]
 
     def handle(self, command: Any) -> _Action:
@@ -340,6 +353,12 @@ class _Replay(ConditionWaits, RecordedWaits, VersionMarkers):
             return self.non_blocking(command)
         if isinstance(command, RecordLocalActivity):
             return self.local_activity(command)
+        if isinstance(command, SelectGroup):
+            return self.select(command)
+        if isinstance(command, DurableOperationHandle):
+            return self.await_member(command)
+        if isinstance(command, CancelDurableOperation):
+            return self.cancel_member(command)
         if isinstance(command, WaitCondition):
             return self.wait_in_order(command) if self.recorded else self.wait(command)
         if isinstance(command, (ScheduleActivity, StartTimer, StartChildWorkflow)):

@@ -18,6 +18,7 @@ EXPECTED = {
     "activity", "errors", "payloads", "workflow",
     "WorkerInterceptor", "PassthroughWorkerInterceptor", "ActivityInterceptorContext",
     "ResponseTooLarge", "ResultNotEncodable", "UpdateRejected", "UpdateValidationFailed",
+    "DurableOperationCancelled", "DurableOperationHandle", "SelectionResult",
 }
 
 
