@@ -15,6 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from . import errors, payloads
+from ._sdk_names import SDK_NAMES
 from .errors import (
     ActivityCancelled,
     ActivityFailed,
@@ -22,7 +23,6 @@ from .errors import (
     ChildWorkflowCancelled,
     ChildWorkflowFailed,
     ChildWorkflowTerminated,
-    DurableOperationCancelled,
     DurableWorkflowError,
     FailureReportTooLarge,
     FatalError,
@@ -36,8 +36,6 @@ from .errors import (
     SignalFailed,
     TransportError,
     Unauthorized,
-    UpdateRejected,
-    UpdateValidationFailed,
     WorkflowAlreadyStarted,
     WorkflowCancelled,
     WorkflowFailed,
@@ -55,8 +53,6 @@ _LAZY = {
     "WorkflowExecution": ("sync_worker.client", "WorkflowExecution"),
     "CancelToken": ("sync_worker.cancel", "CancelToken"),
     "Worker": ("sync_worker.worker", "Worker"),
-    "SelectionResult": ("sync_worker.workflow.select", "SelectionResult"),
-    "DurableOperationHandle": ("sync_worker.workflow.select", "DurableOperationHandle"),
     "WorkerStatus": ("sync_worker.worker", "WorkerStatus"),
     "WorkerRoleStatus": ("sync_worker.worker", "WorkerRoleStatus"),
     "WorkerState": ("sync_worker.worker", "WorkerState"),
@@ -67,6 +63,7 @@ _LAZY = {
     "activity": ("sync_worker.activity", None),
     "workflow": ("sync_worker.workflow", None),
 }
+_LAZY.update(SDK_NAMES)  # every other name of the published SDK that we provide (sync_worker/_sdk_names.py)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from . import activity, workflow
@@ -74,7 +71,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .client import Client, WorkflowExecution, WorkflowHandle
     from .interceptors import ActivityInterceptorContext, PassthroughWorkerInterceptor, WorkerInterceptor
     from .worker import InMemoryMetrics, Worker, WorkerRoleStatus, WorkerState, WorkerStatus
-    from .workflow.select import DurableOperationHandle, SelectionResult
 
 
 def __getattr__(name: str) -> Any:
@@ -101,8 +97,6 @@ __all__ = [
     "ChildWorkflowFailed",
     "ChildWorkflowTerminated",
     "Client",
-    "DurableOperationCancelled",
-    "DurableOperationHandle",
     "DurableWorkflowError",
     "FailureReportTooLarge",
     "FatalError",
@@ -117,10 +111,7 @@ __all__ = [
     "TransportError",
     "ResponseTooLarge",
     "ResultNotEncodable",
-    "SelectionResult",
     "Unauthorized",
-    "UpdateRejected",
-    "UpdateValidationFailed",
     "Worker",
     "WorkerInterceptor",
     "WorkerRoleStatus",
@@ -139,4 +130,5 @@ __all__ = [
     "errors",
     "payloads",
     "workflow",
+    *sorted(set(SDK_NAMES) - {"client", "interceptors", "testing", "worker"}),
 ]

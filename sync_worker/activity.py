@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import json
 import threading
+import time
 from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, TypeVar
 
@@ -47,7 +48,7 @@ _local: Any = threading.local()
 _local_kind = "threads"
 
 
-def _install_local(kind: str, factory: Callable[[], Any]) -> None:
+def install_local(kind: str, factory: Callable[[], Any]) -> None:
     """Keep activity contexts in the task-local namespace of backend ``kind``.
 
     Only a different kind of backend replaces the namespace, so a second worker in the
@@ -173,6 +174,8 @@ class ActivityContext:
         self._authority_lost_reason: Optional[str] = None
         self._abandoned = False
         self.heartbeats_sent = 0
+        #: Wall-clock time of the last heartbeat the server accepted (None: none yet).
+        self.last_heartbeat_at: Optional[float] = None
 
     @property
     def info(self) -> ActivityInfo:
@@ -219,6 +222,7 @@ class ActivityContext:
             raise ActivityCancelled("activity abandoned: the worker shut down before it finished")
         with self._lock:
             self.heartbeats_sent += 1
+            self.last_heartbeat_at = time.time()
         if not isinstance(response, dict):
             return
         if response.get("cancel_requested"):
@@ -242,6 +246,12 @@ def context() -> ActivityContext:
     return ctx
 
 
-def _set_context(ctx: Optional[ActivityContext]) -> None:
+def set_context(ctx: Optional[ActivityContext]) -> None:
+    """Make ``ctx`` what :func:`context` returns in this task (the runtime calls it around an activity)."""
     _local.context = ctx
 
+
+
+# The names the runtime used before they were public (kept for code that imported them).
+_install_local = install_local
+_set_context = set_context

@@ -1,9 +1,9 @@
 """What every operator command shares: connection options, JSON option parsing, output, exit codes.
 
-Connection: ``--server`` / ``--token`` / ``--namespace``, else the environment variables
-``DURABLE_WORKFLOW_SERVER_URL``, ``DURABLE_WORKFLOW_AUTH_TOKEN`` and
-``DURABLE_WORKFLOW_NAMESPACE`` (the Durable Workflow CLI's names), else
-``http://127.0.0.1:7233`` and ``default``.
+Connection: ``--server-url`` (aliases ``--server``, ``-s``) / ``--token`` / ``--namespace``, else
+the environment variables ``DURABLE_WORKFLOW_SERVER_URL``, ``DURABLE_WORKFLOW_AUTH_TOKEN`` and
+``DURABLE_WORKFLOW_NAMESPACE`` (the Durable Workflow CLI's names, read by
+:meth:`sync_worker.host.ClientOptions.from_env`), else ``http://127.0.0.1:7233`` and ``default``.
 
 Exit codes (those of the Durable Workflow CLI, so scripts can move between the two):
 
@@ -29,10 +29,13 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, NoReturn, Optio
 import click
 
 from .. import errors
+from ..host.client_options import AUTH_TOKEN_ENV, DEFAULT_SERVER_URL, NAMESPACE_ENV, SERVER_URL_ENV, ClientOptions
+from ..host.errors import OptionsError
+from .params import namespace_option, server_url_option, token_option
 
 EXIT_OK, EXIT_FAILURE, EXIT_INVALID, EXIT_NETWORK, EXIT_AUTH, EXIT_NOT_FOUND, EXIT_SERVER, EXIT_TIMEOUT = range(8)
 
-DEFAULT_SERVER = "http://127.0.0.1:7233"
+DEFAULT_SERVER = DEFAULT_SERVER_URL
 
 # the list of a listing response, printed one object per line by ``--output jsonl``
 _LIST_KEYS = ("workflows", "runs", "events", "schedules", "namespaces", "activities", "workers", "task_queues",
@@ -56,9 +59,9 @@ class Context:
     @property
     def client(self) -> Any:
         if self._client is None:
-            from ..client import Client
-
-            self._client = Client(self.server, token=self.token, namespace=self.namespace, transport_retries=2)
+            options = ClientOptions(server_url=self.server, token=self.token, namespace=self.namespace,
+                                    transport_retries=2)
+            self._client = options.build_client()
         return self._client
 
     def call(self, method: str, path: str, *, body: Any = None, params: Optional[Mapping[str, Any]] = None) -> Any:
@@ -206,18 +209,22 @@ def command(group: click.Group, name: str, **kwargs: Any) -> Callable[[F], F]:
     """
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
-        def run(server: str, token: Optional[str], namespace: str, as_json: bool, output: Optional[str],
-                **params: Any) -> Any:
-            ctx = Context(server, token or None, namespace, as_json or output == "json", jsonl=output == "jsonl")
+        def run(server_url: Optional[str], token: Optional[str], namespace: Optional[str], as_json: bool,
+                output: Optional[str], **params: Any) -> Any:
+            as_json = as_json or output == "json"
+            try:
+                connection = ClientOptions.from_env(server_url=server_url, token=token, namespace=namespace)
+            except OptionsError as exc:
+                fail(Context(DEFAULT_SERVER, None, "default", as_json), exc, code=EXIT_INVALID)
+            ctx = Context(connection.server_url or DEFAULT_SERVER, connection.token, connection.namespace, as_json,
+                          jsonl=output == "jsonl")
             return fn(ctx, **params)
 
         options = [
-            click.option("--server", "-s", envvar="DURABLE_WORKFLOW_SERVER_URL", default=DEFAULT_SERVER,
-                         show_default=True, help="Server origin (env DURABLE_WORKFLOW_SERVER_URL)."),
-            click.option("--token", envvar="DURABLE_WORKFLOW_AUTH_TOKEN", default=None,
-                         help="Bearer token (env DURABLE_WORKFLOW_AUTH_TOKEN)."),
-            click.option("--namespace", envvar="DURABLE_WORKFLOW_NAMESPACE", default="default", show_default=True,
-                         help="Namespace (env DURABLE_WORKFLOW_NAMESPACE)."),
+            server_url_option(short=True, help=f"Server origin (env {SERVER_URL_ENV}; default {DEFAULT_SERVER}); "
+                                               "--server and -s are aliases."),
+            token_option(help=f"Bearer token (env {AUTH_TOKEN_ENV})."),
+            namespace_option(help=f"Namespace (env {NAMESPACE_ENV}; default 'default')."),
             click.option("--json", "as_json", is_flag=True, help="Print the server's JSON response."),
             click.option("--output", type=click.Choice(["table", "json", "jsonl"]), default=None,
                          help="table (default), json (= --json), jsonl: a listing one object per line."),

@@ -26,6 +26,7 @@ from ._common import (
     show_mapping,
     show_table,
 )
+from .payload_view import decoded_payloads
 
 
 @click.group("workflow")
@@ -110,10 +111,21 @@ def list_(ctx: Context, workflow_type: Optional[str], status: Optional[str], que
 @command(workflow_group, "describe")
 @click.argument("workflow_id")
 @click.option("--run-id", default=None, help="One run instead of the newest.")
-def describe(ctx: Context, workflow_id: str, run_id: Optional[str]) -> None:
-    """Describe a workflow (its newest run)."""
+@click.option("--raw", is_flag=True, help="Payloads as the server sends them (codec and base64 blob).")
+def describe(ctx: Context, workflow_id: str, run_id: Optional[str], raw: bool) -> None:
+    """Describe a workflow (its newest run); input, output and failure payloads decoded."""
     path = _wf(workflow_id) + (f"/runs/{segment(run_id)}" if run_id else "")
-    ctx.emit(ctx.call("GET", path))
+    value = ctx.call("GET", path)
+    ctx.emit(value if raw else decoded_payloads(value))
+
+
+def _current_run_id(ctx: Context, workflow_id: str) -> str:
+    """The run ``describe`` shows when no run id is given: the workflow's current run."""
+    run_id = ctx.call("GET", _wf(workflow_id)).get("run_id")
+    if not isinstance(run_id, str) or not run_id:
+        fail(ctx, errors.NotFound(404, {"reason": "run_not_found",
+                                        "message": f"workflow {workflow_id!r} has no current run"}))
+    return run_id
 
 
 @command(workflow_group, "list-runs")
@@ -134,12 +146,13 @@ def show_run(ctx: Context, workflow_id: str, run_id: str) -> None:
 
 @command(workflow_group, "history")
 @click.argument("workflow_id")
-@click.argument("run_id")
+@click.argument("run_id", required=False)
 @click.option("--page-size", type=int, default=None)
 @click.option("--next-page-token", default=None)
-def history(ctx: Context, workflow_id: str, run_id: str, page_size: Optional[int],
+def history(ctx: Context, workflow_id: str, run_id: Optional[str], page_size: Optional[int],
             next_page_token: Optional[str]) -> None:
-    """One page of a run's history events."""
+    """One page of a run's history events (RUN_ID: default the current run, as describe shows)."""
+    run_id = run_id or _current_run_id(ctx, workflow_id)
     page = ctx.call("GET", f"{_wf(workflow_id)}/runs/{segment(run_id)}/history", params=compact(
         wait_new_event="false", page_size=page_size, next_page_token=next_page_token))
     ctx.emit(page, lambda value: show_table(value.get("events") or [],
@@ -148,9 +161,10 @@ def history(ctx: Context, workflow_id: str, run_id: str, page_size: Optional[int
 
 @command(workflow_group, "history-export")
 @click.argument("workflow_id")
-@click.argument("run_id")
-def history_export(ctx: Context, workflow_id: str, run_id: str) -> None:
-    """A run's history as a replay bundle (always JSON)."""
+@click.argument("run_id", required=False)
+def history_export(ctx: Context, workflow_id: str, run_id: Optional[str]) -> None:
+    """A run's history as a replay bundle (always JSON; RUN_ID: default the current run)."""
+    run_id = run_id or _current_run_id(ctx, workflow_id)
     click.echo(json.dumps(ctx.call("GET", f"{_wf(workflow_id)}/runs/{segment(run_id)}/history/export"), indent=2))
 
 

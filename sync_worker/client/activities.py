@@ -8,8 +8,10 @@ with the failure's type and message (the published client only says that it fail
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
+from datetime import timedelta
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from .. import errors, payloads
@@ -19,6 +21,9 @@ from .results import StandaloneActivityExecution, StandaloneActivityList
 from .results._common import body_of, mapping, opt_str
 from .transport import RetryMode
 from .workflows import args_list
+
+#: A timeout in the workflow spelling: seconds (int or float) or a timedelta.
+TimeoutValue = Optional[Union[int, float, timedelta]]
 
 
 class ActivitiesMixin(ClientBase):
@@ -38,8 +43,24 @@ class ActivitiesMixin(ClientBase):
         schedule_to_start_timeout_seconds: Optional[int] = None,
         schedule_to_close_timeout_seconds: Optional[int] = None,
         heartbeat_timeout_seconds: Optional[int] = None,
+        start_to_close_timeout: TimeoutValue = None,
+        schedule_to_start_timeout: TimeoutValue = None,
+        schedule_to_close_timeout: TimeoutValue = None,
+        heartbeat_timeout: TimeoutValue = None,
     ) -> StandaloneActivityHandle:
-        """Run one activity as a durable job; its arguments positionally or as ``input=[...]``."""
+        """Run one activity as a durable job; its arguments positionally or as ``input=[...]``.
+
+        Timeouts are whole seconds, spelled as the published SDK's client spells them
+        (``start_to_close_timeout_seconds=60``) or as workflows spell them
+        (``start_to_close_timeout=60``, also a ``timedelta``); giving both spellings is a TypeError.
+        """
+        start_to_close_timeout_seconds = _one_timeout(
+            "start_to_close_timeout", start_to_close_timeout_seconds, start_to_close_timeout)
+        schedule_to_start_timeout_seconds = _one_timeout(
+            "schedule_to_start_timeout", schedule_to_start_timeout_seconds, schedule_to_start_timeout)
+        schedule_to_close_timeout_seconds = _one_timeout(
+            "schedule_to_close_timeout", schedule_to_close_timeout_seconds, schedule_to_close_timeout)
+        heartbeat_timeout_seconds = _one_timeout("heartbeat_timeout", heartbeat_timeout_seconds, heartbeat_timeout)
         if args and input is not None:
             raise TypeError("pass the activity's arguments positionally or as input=[...], not both")
         arguments = list(args) if args else args_list(input, "input")
@@ -147,3 +168,15 @@ class ActivitiesMixin(ClientBase):
         self._call("control", "POST", f"/workflows/{segment(activity_id)}/cancel", route="/workflows/{id}/cancel",
                    body={"reason": reason} if reason is not None else {}, retry=RetryMode.CONNECT_ONLY,
                    operation="activity.cancel")
+
+
+def _one_timeout(name: str, seconds: Optional[int], alias: TimeoutValue) -> Optional[int]:
+    """One timeout from either spelling, as whole seconds (rounded up)."""
+    if alias is None:
+        return seconds
+    if seconds is not None:
+        raise TypeError(f"pass {name}_seconds or {name}, not both")
+    value = alias.total_seconds() if isinstance(alias, timedelta) else alias
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise TypeError(f"{name} must be a number of seconds or a timedelta, got {alias!r}")
+    return math.ceil(value)

@@ -32,12 +32,11 @@ import json
 import logging
 import os
 import random
-import socket
 import ssl
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, List, Mapping, Optional, Tuple
 from urllib.parse import urlencode
 
 import requests
@@ -47,7 +46,8 @@ from ..cancel import CancelToken
 from .connections import RequestSlot, TrackedAdapter, active
 from .deadlines import watchdog
 from .statuses import _body_reason, raise_for_status
-from .stdlib_pool import ConnectFailed, StdlibPool
+from .stdlib_pool import StdlibPool
+from .transport_errors import deadline_error, direct_error, redacted_url, requests_error
 
 logger = logging.getLogger("sync_worker.http")
 
@@ -130,6 +130,8 @@ class Transport:
         max_body_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        #: The server URL as errors and logs name it (no credentials, query or fragment).
+        self.safe_url = redacted_url(self.base_url)
         self.timeout = float(timeout)
         self.connect_timeout = float(connect_timeout)
         self.max_connections = int(max_connections)
@@ -253,11 +255,12 @@ class Transport:
         except (requests.RequestException, http.client.HTTPException, OSError) as exc:
             if cancel is not None and cancel.cancelled:
                 raise errors.WorkerShutdown(f"{route}: interrupted by shutdown") from exc
+            path = url if direct else url[len(self.base_url):]
             if deadline.fired:
-                raise _deadline_error(route, budget) from exc
+                raise _deadline_error(self.safe_url, route, budget, method, path) from exc
             if isinstance(exc, requests.RequestException):
-                raise _transport_error(exc, route) from exc
-            raise _direct_error(exc, route) from exc
+                raise requests_error(exc, self.safe_url, route, method, path) from exc
+            raise direct_error(exc, self.safe_url, route, method, path) from exc
         finally:
             watchdog().cancel(deadline)
             if not direct:
@@ -313,13 +316,10 @@ def _too_large(route: str, limit: int, declared: Optional[int]) -> errors.Respon
                                    limit_bytes=limit, declared_bytes=declared)
 
 
-def _deadline_error(route: str, budget: float) -> errors.TransportError:
+def _deadline_error(url: str, route: str, budget: float, method: str, path: str) -> errors.TransportError:
     logger.warning("%s: HTTP attempt cut at its absolute deadline of %.1f s (the server was still sending, "
                    "or silent); the request counts as failed", route, budget)
-    error = errors.TransportError(f"{route}: absolute deadline of {budget:.1f}s exceeded", route=route,
-                                  timeout=True)
-    error.deadline_exceeded = True
-    return error
+    return deadline_error(url, route, budget, method, path)
 
 
 _live_transports: weakref.WeakSet[Transport] = weakref.WeakSet()
@@ -369,40 +369,3 @@ def _unwrap_poll_envelope(status: int, body: Any, route: str) -> Tuple[int, Any]
     if not isinstance(body.get("body"), dict):
         raise refuse("body")
     return inner, body["body"]
-
-
-def _transport_error(exc: requests.RequestException, route: str) -> errors.TransportError:
-    timeout = isinstance(exc, requests.Timeout)
-    connect = isinstance(exc, requests.ConnectionError) and not isinstance(exc, requests.ReadTimeout) and (
-        isinstance(exc, requests.ConnectTimeout) or _is_connect_failure(exc)
-    )
-    return errors.TransportError(f"{route}: {type(exc).__name__}", route=route, timeout=timeout, connect=connect)
-
-
-def _direct_error(exc: BaseException, route: str) -> errors.TransportError:
-    """The stdlib pool's failures as the same typed errors the requests path gives."""
-    if isinstance(exc, ConnectFailed):
-        return errors.TransportError(f"{route}: connect failed ({exc})", route=route, timeout=exc.timed_out,
-                                     connect=True)
-    timeout = isinstance(exc, socket.timeout)
-    name = type(exc).__name__
-    return errors.TransportError(f"{route}: {name}", route=route, timeout=timeout, connect=False)
-
-
-def _is_connect_failure(exc: BaseException) -> bool:
-    # requests wraps urllib3's NewConnectionError (the request never left this process).
-    seen: Dict[int, bool] = {}
-    current: Optional[BaseException] = exc
-    while current is not None and id(current) not in seen:
-        seen[id(current)] = True
-        name = type(current).__name__
-        if name in ("NewConnectionError", "ConnectTimeoutError", "ConnectionRefusedError"):
-            return True
-        reason = getattr(current, "reason", None)
-        if isinstance(reason, BaseException):
-            current = reason
-            continue
-        args = getattr(current, "args", ())
-        nested = next((a for a in args if isinstance(a, BaseException)), None)
-        current = nested or current.__cause__ or current.__context__
-    return False

@@ -37,6 +37,9 @@ class WorkerPlane(ClientBase):
         Raises ``RuntimeError("Server compatibility error: ...")`` listing every problem.
         """
         info = self.cluster_info(refresh=refresh)
+        if "control_plane" not in info and "worker_protocol" not in info:
+            # Some other JSON API answered at /api/cluster/info: not a Durable Workflow server.
+            raise errors.ServerError(200, {"reason": "invalid_cluster_info"}, route=routes.CLUSTER_INFO)
         requested = os.environ.get("DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION") or PROTOCOL_VERSION
         problems = compatibility_problems(info, requested)
         if problems:

@@ -57,8 +57,18 @@ def _check_control_version(value: Optional[str]) -> None:
                        requested_version=value, supported_version=CONTROL_PLANE_VERSION)
 
 
+def _credential(header: str) -> bytes:
+    """The token of an ``Authorization: Bearer <token>`` header; the scheme is case-insensitive
+    (RFC 9110 §11.1), as the real server reads it: Laravel's ``Request::bearerToken()`` finds the
+    scheme with ``strripos`` (app/Auth/ConfiguredAuthProvider.php calls it). b"" when absent."""
+    scheme, _, token = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return b""
+    return token.strip().encode("utf-8", "replace")
+
+
 def _matches(supplied: bytes, token: Optional[str]) -> bool:
-    return token is not None and hmac.compare_digest(supplied, f"Bearer {token}".encode())
+    return token is not None and bool(supplied) and hmac.compare_digest(supplied, token.encode("utf-8"))
 
 
 def authenticate(plane: str, headers: Any, *, token: Optional[str], worker_token: Optional[str] = None,
@@ -72,7 +82,7 @@ def authenticate(plane: str, headers: Any, *, token: Optional[str], worker_token
     """
     if token is None and worker_token is None and control_token is None:
         return
-    supplied = (headers.get("Authorization") or "").encode("utf-8", "replace")
+    supplied = _credential(headers.get("Authorization") or "")
     if _matches(supplied, token):
         return
     if _matches(supplied, worker_token):

@@ -11,9 +11,10 @@ task of that kind: its poll answers at once with ``poll_status: "no_activity_cap
 supports stays ready, unchanged, until one that does polls; a non-matching poll waits out its
 long poll and answers an empty poll.
 
-A poller that never registered, or whose registration left the list out altogether, is not
-filtered (the dev server's leniency for raw-HTTP tests and tools; the real server requires a
-registration, and both SDKs always send both lists).
+A poll needs a live registration (412 ``worker_not_registered`` otherwise, as the real server's
+``resolveRegisteredWorker``); a registration that left a list out altogether is not filtered for
+that kind (both SDKs always send both lists). A task queued where no registered worker takes its
+type is logged once (``stranded``).
 
 The claims stay indexed: the type is a stored column of ``wf_tasks`` / ``activities`` and the
 claim adds ``AND <type> IN (...)`` to its indexed "oldest ready task of this queue" lookup, so a

@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .engine import Engine
 from .store import Row
-from .util import ApiError, iso, new_id, now
+from .util import ApiError, iso, new_id
 
 __all__ = ["CAPABILITY", "ValidationBroker", "declared_contract", "server_semantics"]
 
@@ -65,7 +65,7 @@ def _names(value: Any) -> List[str]:
 
 
 def _fresh(engine: Engine, worker: Row) -> bool:
-    return worker.get("status") == "active" and now() - float(worker.get("last_seen_at") or 0) \
+    return worker.get("status") == "active" and engine.now() - float(worker.get("last_seen_at") or 0) \
         <= engine.config.stale_after_seconds
 
 
@@ -225,7 +225,7 @@ class ValidationBroker:
         """Lease the oldest claimable task of ``queue`` this worker can validate (caller holds the lock)."""
         if worker is None or CAPABILITY not in (worker.get("capabilities") or []):
             return None
-        ts = now()
+        ts = self.engine.now()
         for task in self._by_id.values():
             claimable = task.status == "pending" or (task.status == "leased" and (task.lease_expires_at or 0) <= ts)
             if (not claimable or task.namespace != namespace or task.task_queue != queue
@@ -274,7 +274,7 @@ class ValidationBroker:
         if task.attempt != attempt:
             raise ApiError(409, "stale_update_validation_completion",
                            "Update validation completion belongs to a stale delivery attempt.", **refusal)
-        if (task.lease_expires_at or 0) <= now():
+        if (task.lease_expires_at or 0) <= self.engine.now():
             raise ApiError(409, "update_validation_lease_expired", "Update validation task lease has expired.",
                            **refusal)
         worker = registry.lookup(self.engine, namespace, owner)

@@ -6,8 +6,8 @@ any of ``client``, ``concurrency`` and ``pool`` that it declares. It is called a
 in the process that runs the workers, so every Client and HTTP pool it builds belongs to that
 process.
 
-* ``client`` is built here from the ``DURABLE_WORKFLOW_*`` environment (the variables
-  ``sync-worker run`` reads) when the parameter is required, or optional and
+* ``client`` is built here from the ``DURABLE_WORKFLOW_*`` environment (as every door reads
+  it: :meth:`sync_worker.host.ClientOptions.from_env`) when the parameter is required, or optional and
   ``DURABLE_WORKFLOW_SERVER_URL`` is set; an optional ``client`` is otherwise left to the
   factory (``sync_worker_django.workers:build_workers`` reads ``SYNC_WORKER["SERVER_URL"]``).
 * Activity slots: an explicit concurrency (``start(concurrency=)``, ``SYNC_WORKER_CONCURRENCY``)
@@ -25,15 +25,13 @@ import os
 import sys
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
+from ..host import ClientOptions, OptionsError
+from ..host.client_options import AUTH_TOKEN_ENV, NAMESPACE_ENV, SERVER_URL_ENV
 from ..worker import Worker
 from .errors import EmbedConfigError
 from .settings import DEFAULT_CONCURRENCY
 
 __all__ = ["FactorySpec", "SERVER_URL_ENV", "build_workers", "client_from_environment", "resolve_factory"]
-
-SERVER_URL_ENV = "DURABLE_WORKFLOW_SERVER_URL"
-AUTH_TOKEN_ENV = "DURABLE_WORKFLOW_AUTH_TOKEN"
-NAMESPACE_ENV = "DURABLE_WORKFLOW_NAMESPACE"
 
 #: What :func:`sync_worker.embed.start` accepts as its factory.
 FactorySpec = Union[str, Worker, Callable[..., Any]]
@@ -66,15 +64,15 @@ def resolve_factory(spec: FactorySpec) -> Union[Worker, Callable[..., Any]]:
 
 
 def client_from_environment(environ: Optional[Mapping[str, str]] = None) -> Any:
-    """A Client for ``DURABLE_WORKFLOW_SERVER_URL`` / ``_AUTH_TOKEN`` / ``_NAMESPACE``."""
-    env = os.environ if environ is None else environ
-    url = env.get(SERVER_URL_ENV)
-    if not url:
+    """A Client for ``DURABLE_WORKFLOW_SERVER_URL`` / ``_AUTH_TOKEN`` / ``_NAMESPACE`` (:class:`ClientOptions`)."""
+    try:
+        options = ClientOptions.from_env(environ)
+    except OptionsError as error:
+        raise EmbedConfigError(str(error)) from error
+    if options.server_url is None:
         raise EmbedConfigError(f"no server URL: set {SERVER_URL_ENV} (and {AUTH_TOKEN_ENV}, {NAMESPACE_ENV} "
                                "if the server needs them), or let the factory build its own Client")
-    from ..client import Client
-
-    return Client(url, token=env.get(AUTH_TOKEN_ENV) or None, namespace=env.get(NAMESPACE_ENV) or "default")
+    return options.build_client()
 
 
 def build_workers(

@@ -7,8 +7,10 @@ there from the same factory. A background monitor task acts on the flags that si
 handlers set (:meth:`request_drain`), restarts a worker whose run failed (with back-off)
 and, in ``one_per_host`` mode, keeps trying the host lock while standing by.
 
-The monitor, the runners and the stoppers are spawned through the pool's backend, so they
-are greenlets in a gevent web worker and threads elsewhere.
+The workers themselves run in one :class:`sync_worker.host.WorkerGroup` (the group every
+door uses): it runs and stops them together, and hands a failed run to this handle, which
+rebuilds that worker in its place. The monitor, the group's runners and stoppers are spawned
+through the pool's backend, so they are greenlets in a gevent web worker and threads elsewhere.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import health
+from ..host import WorkerGroup
 from ..runtime.backend import ConcurrencyBackend, TaskHandle, backend_for_pool
 from ..worker import Worker, WorkerState, WorkerStatus
 from .errors import EmbedError, ForkedHandleError
@@ -71,8 +74,7 @@ class EmbeddedWorkers:
         self._restart_failed = restart_failed
         self._backend: ConcurrencyBackend = backend_for_pool(pool)
         self._lock = self._backend.native_lock()
-        self._workers: Dict[str, Worker] = {}
-        self._runners: Dict[str, TaskHandle] = {}
+        self._group: Optional[WorkerGroup[Worker]] = None  # None while standing by
         self._failures: Dict[str, int] = {}
         self._retry_at: Dict[str, float] = {}
         self._mode = "starting"
@@ -82,13 +84,24 @@ class EmbeddedWorkers:
         self._drain_timeout: Optional[float] = None
         self._drain_started: Optional[float] = None
         self._drain_deadline: Optional[float] = None
-        self._stoppers: List[TaskHandle] = []
+        self._stopped: Optional[TaskHandle] = None  # ends once the group's stop has finished
         self.errors: List[BaseException] = []
         self._monitor: Optional[TaskHandle] = None
         self._next_lock_try = 0.0
         self.started_at = time.monotonic()
 
     # -- start ----------------------------------------------------------------------------------
+
+
+    @property
+    def drain_started(self) -> Optional[float]:
+        """When the warm stop began (``time.monotonic()``), or None."""
+        return self._drain_started
+
+    @property
+    def cold_requested(self) -> bool:
+        """A cold stop was asked for (a second signal, or ``stop(cold=True)``)."""
+        return self._cold_flag
 
     def _launch(self) -> None:
         if self._host_lock is not None and not self._host_lock.try_acquire():
@@ -113,27 +126,31 @@ class EmbeddedWorkers:
             if self._mode in ("draining", "stopped"):
                 return
             self._mode = "running"
-            for worker in workers:
-                self._workers[worker.task_queue] = worker
-        for worker in workers:
-            self._runners[worker.task_queue] = self._backend.spawn(
-                f"sync-worker-embed-{worker.task_queue}", self._runner(worker))
+            if self._group is None:
+                self._group = WorkerGroup(workers, backend=self._backend, on_failure=self._failed,
+                                          on_stop_error=self._stop_failed, name="sync-worker-embed")
+                self._group.start()
+            else:  # a rebuilt worker takes the place of the one of its task queue
+                current = {w.task_queue: w for w in self._group.runtimes}
+                for worker in workers:
+                    self._group.add(worker, replaces=current.get(worker.task_queue))
         logger.info("process %d runs %d embedded worker(s) on pool %s: %s", self.pid, len(workers), self.pool,
                     ", ".join(f"{w.task_queue}/{w.worker_id} ({w.max_concurrent_activity_tasks} activity slots)"
                               for w in workers))
 
-    def _runner(self, worker: Worker) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                worker.run()
-            except BaseException as error:
-                if self._mode in ("draining", "stopped"):
-                    return  # the stopper reports the shutdown outcome
-                logger.error("embedded worker %s (task queue %r) failed: %s: %s", worker.worker_id,
-                             worker.task_queue, type(error).__name__, error)
-                self._schedule_restart(worker.task_queue)
+    def _failed(self, worker: Worker, error: BaseException) -> None:
+        """The group's ``on_failure``: a run failed while no stop was asked for; rebuild it later."""
+        if self._mode in ("draining", "stopped"):
+            return  # the stop reports the shutdown outcome
+        logger.error("embedded worker %s (task queue %r) failed: %s: %s", worker.worker_id,
+                     worker.task_queue, type(error).__name__, error)
+        self._schedule_restart(worker.task_queue)
 
-        return run
+    def _stop_failed(self, worker: Worker, error: BaseException) -> None:
+        """The group's ``on_stop_error``."""
+        if error not in self.errors:
+            self.errors.append(error)
+        logger.error("embedded worker %s did not stop cleanly: %s", worker.worker_id, error)
 
     def _schedule_restart(self, task_queue: str) -> None:
         if not self._restart_failed:
@@ -206,8 +223,8 @@ class EmbeddedWorkers:
     @property
     def workers(self) -> List[Worker]:
         """The workers of this handle (empty while standing by)."""
-        with self._lock:
-            return list(self._workers.values())
+        group = self._group
+        return group.runtimes if group is not None else []
 
     def _check_pid(self) -> None:
         if os.getpid() != self.pid:
@@ -259,10 +276,10 @@ class EmbeddedWorkers:
         self._check_pid()
         self._begin_stop(timeout, cold=cold)
         deadline = self._drain_deadline
-        for stopper in list(self._stoppers):
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic()) + 2.0
-            stopper.join(remaining)
-        clean = not self.errors and all(not s.is_alive() for s in self._stoppers) and all(
+        stopped = self._stopped
+        if stopped is not None:
+            stopped.join(None if deadline is None else max(0.0, deadline - time.monotonic()) + 2.0)
+        clean = not self.errors and stopped is not None and not stopped.is_alive() and all(
             w.state is WorkerState.STOPPED for w in self.workers)
         return clean
 
@@ -280,8 +297,9 @@ class EmbeddedWorkers:
     # -- stopping -----------------------------------------------------------------------------------------
 
     def _begin_stop(self, timeout: Optional[float], *, cold: bool) -> None:
-        with self._lock:  # spawning under the lock: a concurrent stop() must see the stoppers
-            workers = list(self._workers.values())
+        with self._lock:  # under the lock: a concurrent stop() must see the stop begun
+            group = self._group
+            workers = group.runtimes if group is not None else []
             if self._drain_started is None:
                 self._drain_flag = True
                 self._drain_started = time.monotonic()
@@ -295,35 +313,21 @@ class EmbeddedWorkers:
                 self._drain_deadline = self._drain_started + longest
                 logger.info("process %d draining %d embedded worker(s) within %.1f s%s", self.pid, len(workers),
                             longest, " (cold)" if cold else "")
-                stoppers = [self._backend.spawn(f"sync-worker-embed-stop-{w.task_queue}", self._stopper(w, cold))
-                            for w in workers]
-                self._stoppers = [*stoppers, self._backend.spawn("sync-worker-embed-stopped",
-                                                                 lambda: self._after_stoppers(stoppers))]
+                if group is not None:
+                    group.request_stop(cold=cold)
+                self._stopped = self._backend.spawn("sync-worker-embed-stopped", self._after_stop)
                 self._cold_applied = cold
                 return
             if not cold or self._cold_applied:
                 return
             self._cold_applied = True
-        for worker in workers:  # a drain is running: turn it cold
-            self._backend.spawn(f"sync-worker-embed-cold-{worker.task_queue}", self._stopper(worker, True))
+        if group is not None:  # a drain is running: turn it cold
+            group.request_stop(cold=True)
 
-    def _stopper(self, worker: Worker, cold: bool) -> Callable[[], None]:
-        def stop() -> None:
-            try:
-                worker.stop(cold=cold)
-            except BaseException as error:
-                if error not in self.errors:
-                    self.errors.append(error)
-                logger.error("embedded worker %s did not stop cleanly: %s", worker.worker_id, error)
-            runner = self._runners.get(worker.task_queue)
-            if runner is not None:
-                runner.join(5.0)
-
-        return stop
-
-    def _after_stoppers(self, stoppers: List[TaskHandle]) -> None:
-        for stopper in stoppers:
-            stopper.join()
+    def _after_stop(self) -> None:
+        group = self._group
+        if group is not None:
+            group.wait_stopped()
         self._mode = "stopped"
         if self._host_lock is not None:
             self._host_lock.release()

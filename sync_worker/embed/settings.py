@@ -3,8 +3,10 @@
 Each setting has one name, used both as an environment variable and as a variable of a
 server config file (``gunicorn.conf.py``); the config file wins over the environment, as a
 command-line flag would. The server itself comes from ``DURABLE_WORKFLOW_SERVER_URL``,
-``DURABLE_WORKFLOW_AUTH_TOKEN`` and ``DURABLE_WORKFLOW_NAMESPACE`` (the variables
-``sync-worker run`` reads), unless the factory builds its own Client.
+``DURABLE_WORKFLOW_AUTH_TOKEN`` and ``DURABLE_WORKFLOW_NAMESPACE`` (read as every door reads
+them: :meth:`sync_worker.host.ClientOptions.from_env`), unless the factory builds its own Client.
+``SYNC_WORKER_CONCURRENCY`` is the activity-slots variable of
+:meth:`sync_worker.host.WorkerOptions.from_env` (here a whole number: one web process's slots).
 """
 
 from __future__ import annotations

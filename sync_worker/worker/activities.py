@@ -26,7 +26,7 @@ import inspect
 import logging
 import time
 import traceback
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import activity as activity_api
 from ..errors import (
@@ -46,7 +46,7 @@ from ..payloads import decode_arguments, envelope
 from ..protocol import ActivityTask, WorkerPlane
 from ..runtime.inflight import InflightTask
 from .interception import chain
-from .outcomes import OutcomeAbandoned, deliver, lease_deadline
+from .outcomes import OutcomeAbandoned, activity_outcome_deadline, deliver
 from .results import not_encodable, not_encodable_failure
 from .tasklog import format_raised, format_received, format_succeeded, task_logger
 from .unknown_types import warn_unknown_type
@@ -125,17 +125,24 @@ def run_activity_task(
     task_id, attempt_id = task.task_id, task.attempt_id
     activity_type, attempt_number = task.activity_type, task.attempt_number
 
-    deadline = lease_deadline(task.raw)
+    received_at = time.time()
     label = f"activity {activity_type or '?'}[{attempt_id or task_id}]"
+    heartbeats: List[activity_api.ActivityContext] = []  # the attempt's context, once it has one
+
+    def outcome_window() -> Tuple[float, str]:
+        last = heartbeats[0].last_heartbeat_at if heartbeats else None
+        return activity_outcome_deadline(task.raw, received_at=received_at, last_heartbeat_at=last)
 
     def report_failure(failure: Dict[str, Any], what: str) -> None:
         if not inflight.claim_report():
             logger.warning("%s abandoned at shutdown; its %s is not reported", label, what)
             return
+        deadline, until = outcome_window()
         try:
             deliver(lambda: client.fail_activity_task(
                 task_id, activity_attempt_id=attempt_id, lease_owner=worker_id, failure=failure,
-                cancel=inflight.cancel), what=f"{label} {what} report", deadline=deadline, cancel=inflight.cancel)
+                cancel=inflight.cancel), what=f"{label} {what} report", deadline=deadline, cancel=inflight.cancel,
+                until=until)
         except FailureReportTooLarge as error:
             logger.error("%s %s could not be reported: %s", label, what, error)
         except WorkerShutdown:
@@ -182,6 +189,7 @@ def run_activity_task(
         cancel=inflight.cancel,
     )
     inflight.on_abandon(ctx._mark_abandoned)
+    heartbeats.append(ctx)
     activity_fn = fn
 
     def call_activity(context: ActivityInterceptorContext) -> Any:
@@ -191,7 +199,7 @@ def run_activity_task(
     log_id = attempt_id or task_id
     task_logger.info(format_received(activity_type, log_id))
     started = time.monotonic()
-    activity_api._set_context(ctx)
+    activity_api.set_context(ctx)
     try:
         try:
             result = execute(ActivityInterceptorContext(
@@ -220,7 +228,7 @@ def run_activity_task(
         report_failure(failure_from_exception(error), "failure")
         return "failed"
     finally:
-        activity_api._set_context(None)
+        activity_api.set_context(None)
 
     if not inflight.claim_report():
         logger.warning("%s finished after the worker abandoned it; its result is not reported", label)
@@ -235,11 +243,12 @@ def run_activity_task(
         report_failure(not_encodable_failure(unencodable), "unencodable result")
         return "failed_non_retryable"
     task_logger.info(format_succeeded(activity_type, log_id, time.monotonic() - started, result))
+    deadline, until = outcome_window()
     try:
         deliver(lambda: client.complete_activity_task(
             task_id, activity_attempt_id=attempt_id, lease_owner=worker_id, result=result,
             cancel=inflight.cancel, result_envelope=result_envelope,
-        ), what=f"{label} completion", deadline=deadline, cancel=inflight.cancel)
+        ), what=f"{label} completion", deadline=deadline, cancel=inflight.cancel, until=until)
     except WorkerShutdown:
         logger.warning("%s completion interrupted by shutdown", label)
         return "complete_error"

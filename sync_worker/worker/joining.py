@@ -82,14 +82,25 @@ class Registrar:
         except BaseException as error:
             tracker.request_failed(error)
             raise
+        try:
+            self._accept(ack, fenced)
+        except RuntimeError as error:
+            tracker.request_failed(error)
+            raise
+        tracker.request_succeeded()
+
+    def register_again(self) -> None:
+        """One registration attempt after the server forgot this worker (no start-up retries:
+        the caller's back-off repeats it); raises what the attempt raised."""
+        self._accept(*self.discover_and_register())
+
+    def _accept(self, ack: Any, fenced: bool) -> None:
         if fenced:
             token = valid_registration_token(ack if isinstance(ack, Mapping) else {}, self.worker_id)
             if token is None:
-                tracker.request_failed(RuntimeError())
                 raise RuntimeError(f"worker {self.worker_id}: invalid registration_token acknowledgement")
             self.registration_token = token
         self.adopt_heartbeat_interval(ack)
-        tracker.request_succeeded()
 
     def discover_and_register(self) -> Tuple[Any, bool]:
         """One start-up attempt: read and check cluster info, then register; ``(ack, fenced)``."""

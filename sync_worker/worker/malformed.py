@@ -55,7 +55,9 @@ def _report(error: MalformedTask, client: WorkerPlane, worker_id: str, cancel: A
     elif kind == "activity":
         task_id, attempt_id = _text(identity, "task_id"), _text(identity, "activity_attempt_id")
         if task_id is None or attempt_id is None:
-            return "not reported (no task_id and activity_attempt_id to report it against)"
+            missing = " and ".join(name for name, value in (("task_id", task_id), ("activity_attempt_id", attempt_id))
+                                   if value is None)
+            return f"not reported (no {missing} to report it against)"
         client.fail_activity_task(task_id, activity_attempt_id=attempt_id, lease_owner=worker_id,
                                   failure=failure, cancel=cancel)
     else:

@@ -15,11 +15,12 @@ import logging
 import random
 import time
 from datetime import datetime
-from typing import Any, Callable, Mapping, Optional, TypeVar
+from typing import Any, Callable, Mapping, Optional, Tuple, TypeVar
 
 from ..errors import PayloadError, ServerError, TransportError, WorkerShutdown
 
-__all__ = ["DEFAULT_RETRY_WINDOW_SECONDS", "OutcomeAbandoned", "deliver", "lease_deadline", "retryable_outcome_error"]
+__all__ = ["DEFAULT_RETRY_WINDOW_SECONDS", "OutcomeAbandoned", "activity_outcome_deadline", "deliver", "lease_deadline",
+           "retryable_outcome_error"]
 
 logger = logging.getLogger("sync_worker.worker")
 
@@ -39,18 +40,50 @@ class OutcomeAbandoned(Exception):
     """Raised by :func:`deliver` when the retry window closed; ``__cause__`` is the last error."""
 
 
+def _instant(raw: Any) -> Optional[float]:
+    if not isinstance(raw, str) or not raw:
+        return None
+    try:
+        return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 def lease_deadline(task: Mapping[str, Any], *, now: Callable[[], float] = time.time,
                    default_window: float = DEFAULT_RETRY_WINDOW_SECONDS) -> float:
     """Wall-clock seconds until which an outcome for ``task`` may still be accepted."""
-    raw = task.get("lease_expires_at")
-    if isinstance(raw, str) and raw:
-        try:
-            expires = datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            expires = None
-        if expires is not None:
-            return max(expires, now()) + LEASE_GRACE_SECONDS
+    expires = _instant(task.get("lease_expires_at"))
+    if expires is not None:
+        return max(expires, now()) + LEASE_GRACE_SECONDS
     return now() + default_window
+
+
+def _heartbeat_timeout(task: Mapping[str, Any], received_at: float) -> Optional[float]:
+    """The attempt's heartbeat timeout in seconds: the real server snapshots it into the task's
+    ``retry_policy.heartbeat_timeout`` (engine ``ActivityRetryPolicy::snapshotExternal``); failing
+    that, the span from receipt to ``deadlines.heartbeat``."""
+    policy = task.get("retry_policy")
+    declared = policy.get("heartbeat_timeout") if isinstance(policy, Mapping) else None
+    if isinstance(declared, int) and not isinstance(declared, bool) and declared > 0:
+        return float(declared)
+    deadlines = task.get("deadlines")
+    at = _instant(deadlines.get("heartbeat")) if isinstance(deadlines, Mapping) else None
+    return max(0.0, at - received_at) if at is not None else None
+
+
+def activity_outcome_deadline(task: Mapping[str, Any], *, received_at: float, last_heartbeat_at: Optional[float],
+                              now: Callable[[], float] = time.time) -> Tuple[float, str]:
+    """Until when an activity's outcome may still be accepted, and what ends it: the lease, or the
+    heartbeat timeout counted from the attempt's last heartbeat (its receipt when none was sent),
+    whichever comes first: the server times the attempt out then, whatever the lease says."""
+    lease = lease_deadline(task, now=now)
+    timeout = _heartbeat_timeout(task, received_at)
+    if timeout is None:
+        return lease, "its lease ends"
+    expires = max((last_heartbeat_at or received_at) + timeout, now()) + LEASE_GRACE_SECONDS
+    if expires < lease:
+        return expires, f"its heartbeat timeout ({timeout:g} s) expires"
+    return lease, "its lease ends"
 
 
 def retryable_outcome_error(error: BaseException) -> bool:
@@ -65,7 +98,8 @@ def retryable_outcome_error(error: BaseException) -> bool:
 
 
 def deliver(send: Callable[[], T], *, what: str, deadline: float, cancel: Any = None,
-            now: Callable[[], float] = time.time, sleep: Optional[Callable[[float], None]] = None) -> T:
+            now: Callable[[], float] = time.time, sleep: Optional[Callable[[float], None]] = None,
+            until: str = "its lease ends") -> T:
     """Call ``send`` until it succeeds, a non-retryable error (re-raised) or ``deadline``.
 
     Raises :class:`OutcomeAbandoned` (logged at WARNING) when the window closes, and
@@ -89,8 +123,8 @@ def deliver(send: Callable[[], T], *, what: str, deadline: float, cancel: Any = 
                     type(error).__name__)
                 raise OutcomeAbandoned(what) from error
             if attempts == 1:
-                logger.warning("%s failed (%s); retrying until its lease ends in %.0f s", what,
-                               type(error).__name__, remaining)
+                logger.warning("%s failed (%s); retrying until %s in %.0f s", what,
+                               type(error).__name__, until, remaining)
             wait = min(remaining, delay * random.uniform(0.75, 1.25))
             delay = min(_MAX_DELAY, delay * 2)
             if cancel is not None:

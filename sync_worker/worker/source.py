@@ -32,6 +32,7 @@ from .dispatch import TaskDispatcher
 from .joining import Registrar
 from .pollers import Poller, poll_timeout_seconds
 from .recovery import ServerContact, run_heartbeat
+from .rejoin import Rejoin
 from .sticky import StickyWorkflowCache
 
 __all__ = ["DurableWorkflowSource"]
@@ -69,6 +70,7 @@ class DurableWorkflowSource:
     ) -> None:
         self.client, self.backend, self.board, self.metrics = client, backend, board, metrics
         self.registrar, self.dispatcher, self.sticky = registrar, dispatcher, sticky
+        self.rejoin = Rejoin(registrar)
         self._tracker, self.heartbeat_role, self._heartbeat_body = tracker, heartbeat_role, heartbeat_body
         self.poll_cancel, self.contact = poll_cancel, contact
         self.worker_id, self.task_queue, self.build_id = worker_id, task_queue, build_id
@@ -96,22 +98,22 @@ class DurableWorkflowSource:
         seconds = poll_timeout_seconds(self.poll_timeout)
         common = {"worker_id": self.worker_id, "task_queue": self.task_queue, "timeout_seconds": seconds,
                   "build_id": self.build_id}
-        client, dispatcher = self.client, self.dispatcher
+        client, dispatcher, guard = self.client, self.dispatcher, self.rejoin.guard
         for kind, pool, count in self.roles:
             if kind == "workflow":
                 self.dispatcher.workflows.registry()  # built once here, not raced by the first task threads
                 # validators: one multiplexed poll per free workflow slot carries either kind (§4.10)
                 kinds = list(MULTIPLEXED_TASK_KINDS) if self.registrar.validation_enabled else None
-                self._add(shell, kind, functools.partial(_poll_workflow, client, dict(common, task_kinds=kinds)),
+                self._add(shell, kind, guard(functools.partial(_poll_workflow, client, dict(common, task_kinds=kinds))),
                           dispatcher.workflow, pool, count, seconds)
             elif kind == "activity":
-                self._add(shell, kind, functools.partial(_poll_activity, client, common), dispatcher.activity,
+                self._add(shell, kind, guard(functools.partial(_poll_activity, client, common)), dispatcher.activity,
                           pool, count, seconds)
         if self.registrar.query_enabled:
             self.query_client = client.clone()
             dispatcher.query_client = self.query_client
-            self._add(shell, "query", functools.partial(_poll_query, self.query_client, common), dispatcher.query,
-                      None, 1, seconds)
+            self._add(shell, "query", guard(functools.partial(_poll_query, self.query_client, common)),
+                      dispatcher.query, None, 1, seconds)
 
     def _add(self, shell: RuntimeShell, kind: str, poll: Callable[[str, CancelToken], Optional[Dict[str, Any]]],
              dispatch: Callable[[Dict[str, Any], Optional[Slot]], None], pool: Optional[SlotPool], count: int,
@@ -167,6 +169,7 @@ class DurableWorkflowSource:
     # -- heartbeat ---------------------------------------------------------------------------
 
     def _heartbeat_loop(self) -> None:
+        @self.rejoin.guard
         def send() -> Any:
             return self.client.heartbeat_worker(self._heartbeat_body(), cancel=self.heartbeat_cancel)
 

@@ -13,7 +13,13 @@ the final error names the URL and the cause in words an operator can act on:
 * HTTP 403: the token is not allowed on the worker plane (a control-plane token?);
 * other HTTP statuses with the server's ``reason``.
 
-A genuine incompatibility (protocol versions) is not retried: waiting will not fix it.
+A genuine incompatibility (protocol versions) is not retried: waiting will not fix it. Neither
+is a URL that reaches some other HTTP server (404, or not the cluster-info document at
+``/api/cluster/info``): that is reported as "not a Durable Workflow server", naming the URL.
+
+The final error's first words say which kind of problem it is: ``Credentials error`` (401/403),
+``Cannot reach the Durable Workflow server`` (transport), ``Server unavailable`` (5xx, 408, 429),
+``Not a Durable Workflow server``; ``Server compatibility error`` is kept for real incompatibilities.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Callable, List, Optional, TypeVar
 
 from ..errors import Forbidden, ServerError, TransportError, Unauthorized, WorkerShutdown
 
-__all__ = ["StartupFailed", "describe_cause", "retry_startup"]
+__all__ = ["StartupFailed", "describe_cause", "not_a_server", "retry_startup"]
 
 logger = logging.getLogger("sync_worker.worker")
 
@@ -74,6 +80,29 @@ def describe_cause(error: BaseException) -> str:
     return type(error).__name__
 
 
+def _headline(error: BaseException, url: str) -> str:
+    if isinstance(error, (Unauthorized, Forbidden)) or (isinstance(error, ServerError) and error.status in (401, 403)):
+        return f"Credentials error: the server at {url} refused the worker's credentials"
+    if isinstance(error, TransportError):
+        return f"Cannot reach the Durable Workflow server: unable to read {url}/api/cluster/info or register"
+    return f"Server unavailable: unable to read {url}/api/cluster/info or register"
+
+
+def not_a_server(error: BaseException, url: str) -> Optional[StartupFailed]:
+    """The URL answers, but not as a Durable Workflow server: a 404 or a body that is not the
+    cluster-info document at ``/api/cluster/info`` (None: anything else)."""
+    if not isinstance(error, ServerError) or error.route != "/cluster/info":
+        return None
+    reason = error.reason() if error.status != 404 else None
+    if error.status != 404 and reason not in ("invalid_json_response", "invalid_cluster_info"):
+        return None
+    answered = f"HTTP {error.status}" if error.status == 404 else "a body that is not its cluster-info JSON"
+    return StartupFailed(
+        f"Not a Durable Workflow server: {url}/api/cluster/info answered {answered}. Check --server-url / "
+        "DURABLE_WORKFLOW_SERVER_URL: it is the server's base URL (for example http://127.0.0.1:7233), "
+        "without /api.")
+
+
 def _retryable(error: BaseException) -> bool:
     """Unreachable, overloaded or not (yet) authorized; a refusal of the request itself is final."""
     if isinstance(error, TransportError):
@@ -100,6 +129,9 @@ def retry_startup(attempt: Callable[[], T], *, url: str, max_wait: float, clock:
         except (WorkerShutdown, RuntimeError):
             raise
         except Exception as error:
+            other_server = not_a_server(error, url)
+            if other_server is not None:
+                raise other_server from error
             if not _retryable(error):
                 raise
             cause = describe_cause(error)
@@ -108,7 +140,7 @@ def retry_startup(attempt: Callable[[], T], *, url: str, max_wait: float, clock:
             ceiling = min(30.0, ceiling * 2.0)
             if elapsed >= max_wait:
                 raise StartupFailed(
-                    f"Server compatibility error: unable to read {url}/api/cluster/info or register: {cause} "
+                    f"{_headline(error, url)}: {cause} "
                     f"(gave up after {attempts} attempt(s) over {elapsed:.1f} s; --max-startup-wait is "
                     f"{max_wait:g} s)") from error
             delay = min(delay, max_wait - elapsed)  # the last attempt is made at the deadline

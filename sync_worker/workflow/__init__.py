@@ -72,6 +72,7 @@ from .history import UnsupportedReplayHistory
 from .local_activities import RecordLocalActivity
 from .policies import ActivityRetryPolicy, CancellationPolicy, ChildWorkflowRetryPolicy, ParentClosePolicy
 from .registry import WorkflowRegistry
+from .replay_check import HistoryCheck, Replayer, ReplayReport
 from .replayer import ReplayResult, replay
 from .select import CancelDurableOperation, DurableOperationHandle, SelectGroup, SelectionResult
 from .streams import MessageStream, MessageStreamMessage
@@ -97,6 +98,7 @@ __all__ = [
     "ContinueAsNew",
     "FailUpdate",
     "FailWorkflow",
+    "HistoryCheck",
     "MessageStream",
     "MessageStreamMessage",
     "NonDeterministicReplayError",
@@ -105,7 +107,9 @@ __all__ = [
     "RecordLocalActivity",
     "RecordSideEffect",
     "RecordVersionMarker",
+    "ReplayReport",
     "ReplayResult",
+    "Replayer",
     "Saga",
     "SelectGroup",
     "SelectionResult",

@@ -167,9 +167,9 @@ class Selections:
                 raise NonDeterministicReplayError(member_base, "SelectionOperationCancelled matching an authored "
                                                   "selection handle", ["SelectionOperationCancelled"],
                                                   detail="cancellation member base does not name an authored member")
-            self._cancellation(handle)
+            self.recorded_cancellation(handle)
 
-    def _cancellation(self, handle: DurableOperationHandle) -> Optional[Dict[str, Any]]:
+    def recorded_cancellation(self, handle: DurableOperationHandle) -> Optional[Dict[str, Any]]:
         payload = self.history.selection.cancellations.get((handle.selection_group_id, handle.base_sequence))
         if payload is None:
             return None
@@ -191,7 +191,7 @@ class Selections:
 
     def await_member(self, handle: DurableOperationHandle) -> Action:
         self._authored(handle)
-        if self._cancellation(handle) is not None:
+        if self.recorded_cancellation(handle) is not None:
             return ("throw", DurableOperationCancelled(handle.selection_group_id, handle.key, handle.index,
                                                        handle.kind, handle.identity))
         shape = None
@@ -207,7 +207,7 @@ class Selections:
 
     def cancel_member(self, command: CancelDurableOperation) -> Action:
         self._authored(command.handle)
-        if self._cancellation(command.handle) is None:
+        if self.recorded_cancellation(command.handle) is None:
             self.go_live()
             self.pending.append(command)
         return ("send", None)

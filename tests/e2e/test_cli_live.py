@@ -122,6 +122,20 @@ def test_workflow_commands(served: Tuple[DevServer, str]) -> None:
     assert ok_json(server, "workflow", "show-run", wid, run_id)["status"] == "completed"
     history = ok_json(server, "workflow", "history", wid, run_id)
     assert history["events"][-1]["event_type"] == "WorkflowCompleted"
+    # Without a run id: the current run, as describe shows it (issue 27).
+    assert ok_json(server, "workflow", "history", wid) == history
+    code, table, err = cli(server, "workflow", "history", wid)
+    assert code == 0 and "WorkflowCompleted" in table, err
+    exported = ok_json(server, "workflow", "history-export", wid)
+    assert exported["workflow"]["run_id"] == run_id and exported["dedupe_key"].endswith(f"{run_id}:12")
+    # Payloads decoded by default (human and JSON); --raw keeps the server's codec + base64 blob.
+    code, text, err = cli(server, "workflow", "describe", wid)
+    assert code == 0 and 'input                      ["ada"]' in text and "blob" not in text, (text, err)
+    assert 'output                     hi bob (for ada)' in text and "output_envelope" not in text, text
+    decoded = ok_json(server, "workflow", "describe", wid)
+    assert (decoded["input"], decoded["output"]) == (["ada"], "hi bob (for ada)") and "input_envelope" not in decoded
+    raw = ok_json(server, "workflow", "describe", wid, "--raw")
+    assert raw["input"]["codec"] == "avro" and payloads.decode_envelope(raw["input"]) == ["ada"]
 
     for verb, outcome in (("cancel", "WorkflowCancelled"), ("terminate", "WorkflowTerminated")):
         other = f"cli-{verb}-{uuid.uuid4().hex[:6]}"

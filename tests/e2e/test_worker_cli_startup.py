@@ -4,14 +4,17 @@ HTTP 401 "check the token"), and prints where it connects at start-up."""
 
 from __future__ import annotations
 
+import http.server
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from typing import List
 
+import pytest
 import requests
 
 from sync_worker.client import Client
@@ -65,9 +68,49 @@ def test_gives_up_after_max_startup_wait_naming_url_and_cause() -> None:
 
 def test_a_wrong_token_says_check_the_token() -> None:
     with DevServer(token="right") as server:
-        code, out = _finish(_start(server.url, unique_queue("token"), "--max-startup-wait", "0", token="wrong"))
+        url = server.url
+        code, out = _finish(_start(url, unique_queue("token"), "--max-startup-wait", "0", token="wrong"))
     assert code == 1, out
     assert "HTTP 401" in out and "check the token" in out, out
+    last = out.strip().splitlines()[-1]
+    assert f"Credentials error: the server at {url} refused the worker's credentials" in last, out
+    assert "compatibility" not in last, out
+
+
+class _OtherApp(http.server.BaseHTTPRequestHandler):
+    """Some other web application: 404 for /api/cluster/info, or JSON that is not cluster info."""
+
+    def do_GET(self) -> None:
+        json_api = self.server.json_api  # type: ignore[attr-defined]
+        body = b'{"items": []}' if json_api else b"<html><body>Not Found</body></html>"
+        self.send_response(200 if json_api else 404)
+        self.send_header("Content-Type", "application/json" if json_api else "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("json_api", [False, True], ids=["404", "other-json-api"])
+def test_a_url_of_another_http_server_is_named_as_not_a_durable_workflow_server(json_api: bool) -> None:
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _OtherApp)
+    other.json_api = json_api  # type: ignore[attr-defined]
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{other.server_address[1]}"
+    try:
+        started = time.monotonic()
+        code, out = _finish(_start(url, unique_queue("other"), "--max-startup-wait", "60"))
+    finally:
+        other.shutdown()
+        other.server_close()
+    assert code == 1, out
+    assert time.monotonic() - started < 20  # not retried for the whole start-up wait
+    last = out.strip().splitlines()[-1]
+    answered = "a body that is not its cluster-info JSON" if json_api else "HTTP 404"
+    assert f"Not a Durable Workflow server: {url}/api/cluster/info answered {answered}" in last, out
+    assert "NotFound: server returned 404" not in out, out
 
 
 def test_waits_for_a_server_that_comes_up_later_and_prints_where_it_connects() -> None:
@@ -102,3 +145,18 @@ def test_waits_for_a_server_that_comes_up_later_and_prints_where_it_connects() -
     assert code == 0, out
     assert f"server {url}, namespace 'default', task queue '{queue}', pool threads" in out, out
     assert "cannot start yet: connection refused" in out, out
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "tests.e2e._signal_app:make_worker", "--server-url", "http://127.0.0.1:7233/api"],
+    ["workflow", "list", "--server-url", "http://127.0.0.1:7233/api"],
+], ids=["run", "operator"])
+def test_a_server_url_ending_in_api_is_a_one_line_usage_error(argv: List[str]) -> None:
+    """Issue 27: was a 35-line traceback ending in a correct ValueError."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-m", "sync_worker.cli", *argv], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and "leave out the trailing /api" in errors[0], done.stderr

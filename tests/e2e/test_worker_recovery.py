@@ -35,7 +35,7 @@ def test_registration_against_nothing_listening_fails_without_polling() -> None:
     client = Client(f"http://127.0.0.1:{_free_port()}", transport_retries=1, connect_timeout=1.0)
     metrics = InMemoryMetrics()
     worker = Worker(client, task_queue=unique_queue(), activities=[echo], metrics=metrics)
-    with pytest.raises(RuntimeError, match="Server compatibility error"):
+    with pytest.raises(RuntimeError, match="Cannot reach the Durable Workflow server: unable to read http"):
         worker.run()
     assert worker.state is WorkerState.FAILED
     assert metrics.polls() == []

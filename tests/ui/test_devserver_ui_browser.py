@@ -9,6 +9,7 @@ a workflow input renders as text. The run page screenshot in docs/ is produced h
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -157,6 +158,11 @@ def test_a_signal_sent_from_the_ui_releases_a_waiting_run(browser: Any) -> None:
             client.start_workflow("ui.approval", "new laptop", task_queue=queue, workflow_id="approve-me")
             wait_for(lambda: _history_len(server, "approve-me") >= 3, timeout=20)
             browser.get(server.url + "/ui/workflows/approve-me")
+            # The wait's one-hour timeout is a pending timer, shown as a date with the time left.
+            timers = _until(browser, lambda: browser.find_elements(By.XPATH, "//h2[.='Pending timers']"
+                                                                   "/following-sibling::table[1]")[0].text)
+            assert "Fires at (UTC)" in timers, timers
+            assert re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z \(in (59 min \d+ s|1 h)\)", timers), timers
             browser.find_element(By.CSS_SELECTOR, "#signal-form input[name=name]").send_keys("approve")
             area = browser.find_element(By.CSS_SELECTOR, "#signal-form textarea[name=arguments]")
             area.clear()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import timedelta
 from typing import Any, Dict
 
 import pytest
@@ -139,6 +140,16 @@ def test_runs_workers_and_standalone_activities(client: Client) -> None:
     assert payloads.decode_envelope(sent["input"]) == ["ada"]
     assert sent["retry_policy"] == {"max_attempts": 2, "backoff_seconds": [1]}
     assert sent["start_to_close_timeout_seconds"] == 30
+    # The workflow spelling of the timeouts is accepted too (seconds or a timedelta, rounded up).
+    client.start_activity("greet", "ada", task_queue="q", activity_id="a1", start_to_close_timeout=60,
+                          schedule_to_close_timeout=timedelta(minutes=2), heartbeat_timeout=2.5)
+    sent = _body()
+    assert (sent["start_to_close_timeout_seconds"], sent["schedule_to_close_timeout_seconds"],
+            sent["heartbeat_timeout_seconds"]) == (60, 120, 3)
+    with pytest.raises(TypeError, match="pass start_to_close_timeout_seconds or start_to_close_timeout, not both"):
+        client.start_activity("greet", task_queue="q", start_to_close_timeout=1, start_to_close_timeout_seconds=1)
+    with pytest.raises(TypeError, match="heartbeat_timeout must be a number of seconds or a timedelta"):
+        client.start_activity("greet", task_queue="q", heartbeat_timeout="5s")  # type: ignore[arg-type]
     responses.get(f"{API}/activities/a1", json={"activity_id": "a1", "status": "completed",
                                                 "result": payloads.envelope("hi ada")})
     assert client.get_activity_result("a1", timeout=5) == "hi ada"

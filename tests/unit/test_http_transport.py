@@ -157,7 +157,7 @@ def test_retry_wait_is_interrupted_by_shutdown(serve: Callable[[Handler], _Serve
     assert time.monotonic() - started < 3.0
 
 
-def test_refused_connection_is_a_transport_error_without_details() -> None:
+def test_refused_connection_names_the_url_without_credentials() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -165,8 +165,12 @@ def test_refused_connection_is_a_transport_error_without_details() -> None:
     with pytest.raises(errors.TransportError) as caught:
         _poll(client)
     assert caught.value.connect is True
-    assert "hunter2" not in str(caught.value) and "127.0.0.1" not in str(caught.value)
+    message = str(caught.value)
+    assert "hunter2" not in message and "user" not in message
+    assert message == (f"POST http://127.0.0.1:{port}/api/worker/activity-tasks/poll: connection refused "
+                       f"(is a Durable Workflow server listening at http://127.0.0.1:{port}?)")
     assert caught.value.route == "/worker/activity-tasks/poll"
+    assert caught.value.url == f"http://127.0.0.1:{port}"
 
 
 def test_abrupt_disconnect_is_a_transport_error(serve: Callable[[Handler], _Server]) -> None:

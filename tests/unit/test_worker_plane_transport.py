@@ -148,7 +148,10 @@ def test_refused_connection_is_a_connect_failure(via: str) -> None:
     client = _client(f"http://127.0.0.1:{port}", via)
     with pytest.raises(errors.TransportError) as caught:
         _poll(client)
-    assert caught.value.connect and "127.0.0.1" not in str(caught.value)
+    assert caught.value.connect
+    # Both paths name the same URL and cause (issue 27: "name the URL in every transport error").
+    assert str(caught.value) == (f"POST http://127.0.0.1:{port}/api/worker/activity-tasks/poll: connection refused "
+                                 f"(is a Durable Workflow server listening at http://127.0.0.1:{port}?)")
 
 
 @pytest.mark.parametrize("via", TRANSPORTS)

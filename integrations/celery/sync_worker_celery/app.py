@@ -19,11 +19,14 @@ import inspect
 import logging
 import os
 import socket
+import sys
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Type
 
+from sync_worker.host import ClientOptions, OptionsError
+
 from . import notices, signals
-from .config import Settings
+from .config import CLIENT_SETTINGS, Settings
 from .exceptions import ImproperlyConfigured, NotRegistered, UnsupportedFeature
 from .task import IGNORED_TASK_OPTIONS
 from .task import Task as BaseTask
@@ -396,25 +399,25 @@ class Celery:
         """The ``sync_worker.Client`` this app talks to (built from settings or the environment)."""
         with self._client_lock:
             if self._client is None:
-                from sync_worker import Client
-
-                url = (self.conf.get("durable_workflow_server_url")
-                       or os.environ.get("DURABLE_WORKFLOW_SERVER_URL"))
-                if not url:
-                    raise ImproperlyConfigured(
-                        "no Durable Workflow server: set durable_workflow_server_url "
-                        "(CELERY_DURABLE_WORKFLOW_SERVER_URL in Django) or the DURABLE_WORKFLOW_SERVER_URL "
-                        "environment variable")
-                token = self.conf.get("durable_workflow_auth_token") or os.environ.get("DURABLE_WORKFLOW_AUTH_TOKEN")
-                namespace = (self.conf.get("durable_workflow_namespace")
-                             or os.environ.get("DURABLE_WORKFLOW_NAMESPACE") or "default")
-                self._client = Client(url, token=token, namespace=namespace)
+                self._client = self.client_options().build_client()
             return self._client
 
     @client.setter
     def client(self, value: Any) -> None:
         with self._client_lock:
             self._client = value
+
+    def client_options(self) -> ClientOptions:
+        """How this app reaches the server: its ``durable_workflow_*`` settings, else the
+        ``DURABLE_WORKFLOW_*`` environment (:class:`sync_worker.host.ClientOptions`)."""
+        settings = {key: self.conf.get(key) for key in CLIENT_SETTINGS if self.conf.get(key)}
+        try:
+            options = ClientOptions.from_mapping(settings, base=ClientOptions.from_env(), source="app.conf")
+        except OptionsError as error:
+            raise ImproperlyConfigured(str(error)) from None
+        # As every sync-worker command (and as Celery's own broker_url default to localhost): the
+        # local server when none is configured; the start-up line names it.
+        return options.or_default_server()
 
     def connection_for_write(self, *args: Any, **kwargs: Any) -> Any:
         raise UnsupportedFeature("broker connections are not supported: there is no broker")
@@ -430,12 +433,21 @@ class Celery:
         return build_workers(self, list(queues) if queues else None, **options)
 
     def worker_main(self, argv: Optional[Sequence[str]] = None) -> None:
-        from .cli import main
-
-        main(list(argv or ["worker"]), app=self)
+        """Run ``celery worker`` with ``argv`` (default :data:`sys.argv`), as Celery's does: ``argv``
+        must name the ``worker`` sub-command."""
+        args = _command_args(argv)
+        if "worker" not in args:
+            raise ValueError("The worker sub-command must be specified in argv.\n"
+                             "Use app.start() to programmatically start other commands.")
+        self.start(args)
 
     def start(self, argv: Optional[Sequence[str]] = None) -> None:
-        self.worker_main(argv)
+        """Run the ``celery`` command with ``argv`` (default :data:`sys.argv`): ``python proj.py worker
+        -l INFO`` serves exactly as ``sync-worker celery -A proj worker -l INFO`` (same flags, ready
+        line and exit codes)."""
+        from .cli import main
+
+        main(_command_args(argv) or ["worker"], app=self)
 
     def close(self) -> None:
         with self._client_lock:
@@ -448,6 +460,15 @@ class Celery:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _command_args(argv: Optional[Sequence[str]]) -> List[str]:
+    """The command's arguments: ``argv`` (default :data:`sys.argv`) without the program name that
+    :data:`sys.argv` starts with (Celery passes it on whole; click would read it as a command)."""
+    args = list(sys.argv if argv is None else argv)
+    if args and (args[0] == sys.argv[0] or args[0].endswith(".py")):
+        args = args[1:]
+    return args
 
 
 def django_configured() -> bool:

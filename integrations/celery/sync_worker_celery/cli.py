@@ -11,8 +11,14 @@ Celery's worker flags: supported ones act (``-Q``, ``-c``, ``-P threads|gevent``
 ``--max-tasks-per-child``, ...) are accepted with a notice; ``-D/--detach``, ``-X`` and
 ``-P eventlet`` are refused with a reason.
 
-Signals as ``sync-worker run``: TERM/INT warm shutdown (drain), a second one or QUIT cold.
-Exit codes: 0 clean, 1 worker failed, 2 usage error, 3 drain incomplete, 4 cold stop.
+Signals and exit codes are ``sync-worker run``'s (the same :func:`sync_worker.host.serve`, over
+this app's :class:`~sync_worker_celery.worker.WorkerGroup`): TERM/INT warm shutdown (drain), a
+second one or QUIT cold; exit 0 clean, 1 worker failed (one failed worker stops the others),
+2 usage error, 3 drain incomplete, 4 cold stop.
+
+The server: ``--server-url`` (alias ``--server``), ``--token``, ``--namespace`` fill the app's
+``durable_workflow_*`` settings it does not set itself; the ``DURABLE_WORKFLOW_*`` environment
+comes last (:class:`sync_worker.host.ClientOptions`).
 """
 
 from __future__ import annotations
@@ -20,12 +26,21 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import signal
 import sys
-import threading
 from typing import Any, List, Optional, Sequence
 
 import click
+
+from sync_worker.cli.params import (
+    configure_logging,
+    loglevel_option,
+    namespace_option,
+    resolve_pool,
+    server_url_option,
+    token_option,
+)
+from sync_worker.host import ServeMessages, serve
+from sync_worker.host.client_options import SERVER_URL_ENV
 
 from . import notices, signals
 
@@ -76,63 +91,20 @@ def find_app(name: str) -> Any:
                            f"{module_name}.celery)")
 
 
-class _Flags:
-    def __init__(self) -> None:
-        self.warm = False
-        self.cold = False
-
-    def on_term(self, signum: int, frame: Any) -> None:
-        if self.warm:
-            self.cold = True
-        self.warm = True
-
-    def on_quit(self, signum: int, frame: Any) -> None:
-        self.warm = self.cold = True
+#: The warm and cold stop lines of Celery's worker.
+_MESSAGES = ServeMessages(warm="warm shutdown (MainProcess): draining running tasks",
+                          cold="cold shutdown: abandoning running tasks")
 
 
 def _serve(app: Any, workers: List[Any], beat: bool) -> int:
-    from sync_worker.worker.worker import ShutdownIncomplete
-
+    """Serve the app's workers until signalled (:func:`sync_worker.host.serve`); the exit code."""
     from .worker import WorkerGroup
 
     group = WorkerGroup(app, workers)
-    flags = _Flags()
-    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, flags.on_term),
-                signal.SIGINT: signal.signal(signal.SIGINT, flags.on_term)}
-    if hasattr(signal, "SIGQUIT"):
-        previous[signal.SIGQUIT] = signal.signal(signal.SIGQUIT, flags.on_quit)
-    group.start()
-    ready = threading.Thread(target=group.wait_ready, name="celery-ready", daemon=True)
-    ready.start()
-    logger.info("celery@%s ready: queues %s", group.hostname, ", ".join(w.task_queue for w in workers))
-    warm_sent = cold_sent = False
-    try:
-        while group.alive():
-            for _ in range(2):
-                if not group.alive():
-                    break
-                threading.Event().wait(0.05)
-            if flags.cold and not cold_sent:
-                cold_sent = warm_sent = True
-                logger.warning("cold shutdown: abandoning running tasks")
-                threading.Thread(target=group.stop, args=(True,), daemon=True).start()
-            elif flags.warm and not warm_sent:
-                warm_sent = True
-                logger.info("warm shutdown (MainProcess): draining running tasks")
-                threading.Thread(target=group.stop, args=(False,), daemon=True).start()
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    group.join(1)
-    if cold_sent:
-        return 4
-    if not group.errors:
-        return 0
-    if all(isinstance(e, ShutdownIncomplete) for e in group.errors):
-        return 3
-    for error in group.errors:
-        logger.error("worker failed: %s: %s", type(error).__name__, error)
-    return 1
+    server = getattr(getattr(workers[0], "client", None), "base_url", None) if workers else None
+    logger.info("celery@%s ready: queues %s%s", group.hostname, ", ".join(w.task_queue for w in workers),
+                f" (server {server})" if server else "")
+    return serve(group, log=logger, messages=_MESSAGES)
 
 
 _NOTICE_FLAGS = {
@@ -152,10 +124,10 @@ _NOTICE_FLAGS = {
 @click.option("--loader", default=None, hidden=True)
 @click.option("--config", default=None, help="Module to read settings from (config_from_object).")
 @click.option("--workdir", default=None, help="Change to this directory first.")
-@click.option("--server-url", envvar="DURABLE_WORKFLOW_SERVER_URL", default=None,
-              help="Durable Workflow server (env DURABLE_WORKFLOW_SERVER_URL; else the app's setting).")
-@click.option("--token", envvar="DURABLE_WORKFLOW_AUTH_TOKEN", default=None, help="Auth token (env).")
-@click.option("--namespace", envvar="DURABLE_WORKFLOW_NAMESPACE", default=None, help="Namespace (env).")
+@server_url_option(help=f"Durable Workflow server, where the app does not set durable_workflow_server_url "
+                        f"(else env {SERVER_URL_ENV}); --server is an alias.")
+@token_option(help="Auth token, where the app does not set durable_workflow_auth_token (else env).")
+@namespace_option(help="Namespace, where the app does not set durable_workflow_namespace (else env).")
 @click.option("-q", "--quiet", is_flag=True, hidden=True)
 @click.option("--no-color", is_flag=True, hidden=True)
 @click.pass_context
@@ -189,7 +161,7 @@ def _load_app(obj: Any) -> Any:
 @click.option("-X", "--exclude-queues", default=None, hidden=True)
 @click.option("-c", "--concurrency", type=click.IntRange(min=1), default=None, help="Concurrent tasks per queue.")
 @click.option("-P", "--pool", default=None, help="threads or gevent (prefork/solo run on threads).")
-@click.option("-l", "--loglevel", default="WARNING", show_default=True, help="Logging level.")
+@loglevel_option(default="WARNING", help="Logging level (alias --log-level).")
 @click.option("-n", "--hostname", default=None, help="Worker name (the worker id on the server).")
 @click.option("--time-limit", type=float, default=None, help="Hard time limit for every task (seconds).")
 @click.option("--soft-time-limit", type=float, default=None, help="Soft time limit for every task (seconds).")
@@ -217,18 +189,15 @@ def worker_command(obj: Any, /, queues: Optional[str], exclude_queues: Optional[
                    soft_time_limit: Optional[float], beat: bool, detach: bool, pidfile: Optional[str],
                    logfile: Optional[str], **harmless: Any) -> None:
     """Serve the app's tasks and canvases on the given queues until signalled."""
-    from sync_worker.runtime.backend import POOL_ENV, check_pool, default_pool
+    from sync_worker.runtime.backend import POOL_ENV
 
     if detach:
         raise click.UsageError("-D/--detach is not supported: run the worker under your process manager "
                                "(systemd, supervisord, Kubernetes) in the foreground")
     if exclude_queues:
         raise click.UsageError("-X/--exclude-queues is not supported: name the queues to serve with -Q")
-    level = logging.getLevelName(loglevel.upper())
-    if not isinstance(level, int):
-        raise click.UsageError(f"unknown log level {loglevel!r}")
     handlers: List[logging.Handler] = [logging.FileHandler(logfile) if logfile else logging.StreamHandler()]
-    logging.basicConfig(level=level, format=CELERY_LOG_FORMAT, handlers=handlers)
+    configure_logging(loglevel, format=CELERY_LOG_FORMAT, handlers=handlers)
     for option, flag in _NOTICE_FLAGS.items():
         if harmless.get(option):
             notices.once(f"cli:{option}", f"{flag} is accepted and ignored (it has no meaning here)")
@@ -240,10 +209,7 @@ def worker_command(obj: Any, /, queues: Optional[str], exclude_queues: Optional[
         name = "threads"
     if name == "eventlet":
         raise click.UsageError("-P eventlet is not supported: use -P gevent")
-    try:
-        resolved = check_pool(name or default_pool())
-    except (ValueError, RuntimeError) as error:
-        raise click.UsageError(str(error)) from None
+    resolved = resolve_pool(name)
     os.environ[POOL_ENV] = resolved
     app = _load_app(obj)
     if time_limit is not None:
@@ -269,12 +235,12 @@ def worker_command(obj: Any, /, queues: Optional[str], exclude_queues: Optional[
 
 
 @celery_command.command("beat")
-@click.option("-l", "--loglevel", default="WARNING")
+@loglevel_option(default="WARNING", help="Logging level (alias --log-level).")
 @click.option("-s", "--schedule", default=None, hidden=True)
 @click.pass_obj
 def beat_command(obj: Any, loglevel: str, schedule: Optional[str]) -> None:
     """Install the app's beat_schedule as server-side schedules, then exit (the server runs them)."""
-    logging.basicConfig(level=logging.getLevelName(loglevel.upper()), format=CELERY_LOG_FORMAT)
+    configure_logging(loglevel, format=CELERY_LOG_FORMAT)
     app = _load_app(obj)
     installed = _install_beat(app)
     click.echo(f"installed {len(installed)} schedule(s): {', '.join(installed) or '-'}")

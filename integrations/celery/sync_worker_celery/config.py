@@ -6,10 +6,11 @@ without a namespace, lowercase names are read as they are and old-style uppercas
 lowercased. The source is read lazily, on first use of ``app.conf``, as Celery does.
 
 Besides Celery's names, three settings pick the Durable Workflow server (each falls back
-to the environment variable ``sync-worker run`` reads): ``durable_workflow_server_url``
-(``DURABLE_WORKFLOW_SERVER_URL``), ``durable_workflow_auth_token``
-(``DURABLE_WORKFLOW_AUTH_TOKEN``), ``durable_workflow_namespace``
-(``DURABLE_WORKFLOW_NAMESPACE``, default ``"default"``).
+to the environment variable every door reads, :class:`sync_worker.host.ClientOptions`):
+``durable_workflow_server_url`` (``DURABLE_WORKFLOW_SERVER_URL``), ``durable_workflow_auth_token``
+(``DURABLE_WORKFLOW_AUTH_TOKEN``), ``durable_workflow_namespace`` (``DURABLE_WORKFLOW_NAMESPACE``,
+default ``"default"``). ``worker_concurrency`` is read as
+:class:`sync_worker.host.WorkerOptions` reads it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ import os
 import types
 from typing import Any, Callable, Dict, Iterator, Mapping, MutableMapping, Optional, Tuple
 
-__all__ = ["DEFAULTS", "Settings", "load_source"]
+__all__ = ["CLIENT_SETTINGS", "DEFAULTS", "Settings", "load_source"]
+
+#: The settings that choose the server (names :class:`sync_worker.host.ClientOptions` reads).
+CLIENT_SETTINGS = ("durable_workflow_server_url", "durable_workflow_auth_token", "durable_workflow_namespace")
 
 DEFAULTS: Dict[str, Any] = {
     "task_always_eager": False,

@@ -279,7 +279,6 @@ def activity_for(task: Task) -> Callable[..., Any]:
         assert outcome.exception is not None
         raise _mark_final(outcome.exception)
 
-    run_task.__activity_name__ = str(task.name)  # type: ignore[attr-defined]
     run_task.__name__ = str(task.name).rpartition(".")[2] or "task"
     run_task.__qualname__ = run_task.__name__
-    return run_task
+    return activity.defn(name=str(task.name))(run_task)

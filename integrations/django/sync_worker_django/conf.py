@@ -4,9 +4,15 @@ Nothing here is read at import time: :func:`get_config` reads ``django.conf.sett
 every call, so ``override_settings(SYNC_WORKER={...})`` in a test takes effect at once.
 
 Precedence, highest first: explicit overrides (the management command's flags) > the
-environment variables ``sync-worker run`` reads (``DURABLE_WORKFLOW_SERVER_URL``,
-``DURABLE_WORKFLOW_AUTH_TOKEN``, ``DURABLE_WORKFLOW_NAMESPACE``) > ``settings.SYNC_WORKER``
-> defaults.
+environment variables every door reads (:class:`sync_worker.host.ClientOptions`:
+``DURABLE_WORKFLOW_SERVER_URL``, ``DURABLE_WORKFLOW_AUTH_TOKEN``, ``DURABLE_WORKFLOW_NAMESPACE``,
+``SYNC_WORKER_REQUEST_TIMEOUT``) > ``settings.SYNC_WORKER`` > defaults (those of
+:class:`sync_worker.host.WorkerOptions` and :class:`~sync_worker.host.ClientOptions`).
+
+This module is the adapter from the settings dict to those options: each value is checked by
+the host's rules (:mod:`sync_worker.host.values`, so a bad value reads as it does at every
+other door), and :meth:`WorkerConfig.client_options` / :meth:`WorkerConfig.worker_options` hand
+the result on.
 
 :func:`problems` lists every misconfiguration as ``(check id, key, message)``; the system
 checks (:mod:`sync_worker_django.checks`) report them with those ids, and
@@ -19,7 +25,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
-from urllib.parse import urlsplit
+
+from sync_worker.host import ClientOptions, OptionsError, WorkerOptions
+from sync_worker.host import values as rules
+from sync_worker.host.client_options import AUTH_TOKEN_ENV, NAMESPACE_ENV, REQUEST_TIMEOUT_ENV, SERVER_URL_ENV
 
 __all__ = [
     "DEFAULTS",
@@ -37,33 +46,37 @@ __all__ = [
 
 SETTINGS_NAME = "SYNC_WORKER"
 
-#: Environment variables (shared with ``sync-worker run``) and the key each overrides.
+#: Environment variables (those every door reads: ClientOptions.ENVIRONMENT) and the key each overrides.
 ENV_VARS = {
-    "SERVER_URL": "DURABLE_WORKFLOW_SERVER_URL",
-    "TOKEN": "DURABLE_WORKFLOW_AUTH_TOKEN",
-    "NAMESPACE": "DURABLE_WORKFLOW_NAMESPACE",
+    "SERVER_URL": SERVER_URL_ENV,
+    "TOKEN": AUTH_TOKEN_ENV,
+    "NAMESPACE": NAMESPACE_ENV,
+    "REQUEST_TIMEOUT": REQUEST_TIMEOUT_ENV,
 }
 
+_CLIENT = ClientOptions()
+_WORKER = WorkerOptions()
+
 DEFAULTS: Dict[str, Any] = {
-    "SERVER_URL": None,
-    "TOKEN": None,
-    "CONTROL_TOKEN": None,
-    "WORKER_TOKEN": None,
-    "NAMESPACE": "default",
+    "SERVER_URL": _CLIENT.server_url,
+    "TOKEN": _CLIENT.token,
+    "CONTROL_TOKEN": _CLIENT.control_token,
+    "WORKER_TOKEN": _CLIENT.worker_token,
+    "NAMESPACE": _CLIENT.namespace,
     "TASK_QUEUES": ["default"],
-    "POOL": None,  # None: SYNC_WORKER_POOL, else gevent in a patched process, else threads
-    "CONCURRENCY": 10,
-    "WORKFLOW_CONCURRENCY": 10,
-    "ACTIVITY_POLLERS": 1,
-    "WORKFLOW_POLLERS": 1,
-    "STICKY_CACHE_CAPACITY": 0,
-    "SHUTDOWN_TIMEOUT": 30.0,
-    "POLL_TIMEOUT": 35.0,
-    "HEARTBEAT_INTERVAL": 60.0,
-    "BUILD_ID": None,
+    "POOL": _WORKER.pool,  # None: SYNC_WORKER_POOL, else gevent in a patched process, else threads
+    "CONCURRENCY": _WORKER.max_concurrent_activity_tasks,
+    "WORKFLOW_CONCURRENCY": _WORKER.max_concurrent_workflow_tasks,
+    "ACTIVITY_POLLERS": _WORKER.max_concurrent_activity_task_polls,
+    "WORKFLOW_POLLERS": _WORKER.max_concurrent_workflow_task_polls,
+    "STICKY_CACHE_CAPACITY": _WORKER.sticky_cache_capacity,
+    "SHUTDOWN_TIMEOUT": _WORKER.shutdown_timeout,
+    "POLL_TIMEOUT": _WORKER.poll_timeout,
+    "HEARTBEAT_INTERVAL": _WORKER.heartbeat_interval,
+    "BUILD_ID": _WORKER.build_id,
     "AUTODISCOVER_MODULES": ["workflows", "activities", "tasks"],
     "HEALTH_PORT": None,
-    "REQUEST_TIMEOUT": 60.0,
+    "REQUEST_TIMEOUT": _CLIENT.timeout,
 }
 
 #: Every key the dict accepts (anything else is reported, so typos do not pass silently).
@@ -84,11 +97,25 @@ E_HEALTH_PORT = "sync_worker.E010"
 #: because the URL only arrives at run time (DURABLE_WORKFLOW_SERVER_URL); a worker still refuses.
 W_NO_SERVER_URL = "sync_worker.W002"
 
-_POOLS = ("threads", "gevent")
-_POSITIVE_INTS = ("CONCURRENCY", "WORKFLOW_CONCURRENCY", "ACTIVITY_POLLERS", "WORKFLOW_POLLERS")
-_NON_NEGATIVE_INTS = ("STICKY_CACHE_CAPACITY",)
-_NON_NEGATIVE_FLOATS = ("SHUTDOWN_TIMEOUT", "POLL_TIMEOUT")
-_POSITIVE_FLOATS = ("HEARTBEAT_INTERVAL", "REQUEST_TIMEOUT")
+#: The keys checked by one of the host's rules, with the check id a mistake in each reports.
+_RULES: Dict[str, Tuple[str, rules.Rule]] = {
+    "SERVER_URL": (E_SERVER_URL, rules.server_url),
+    "TOKEN": (E_TOKEN, rules.optional_secret),
+    "CONTROL_TOKEN": (E_TOKEN, rules.optional_secret),
+    "WORKER_TOKEN": (E_TOKEN, rules.optional_secret),
+    "BUILD_ID": (E_TOKEN, rules.optional_secret),
+    "NAMESPACE": (E_NAMESPACE, rules.name),
+    "POOL": (E_POOL, rules.pool_name),
+    "CONCURRENCY": (E_NUMBER, rules.positive_int),
+    "WORKFLOW_CONCURRENCY": (E_NUMBER, rules.positive_int),
+    "ACTIVITY_POLLERS": (E_NUMBER, rules.positive_int),
+    "WORKFLOW_POLLERS": (E_NUMBER, rules.positive_int),
+    "STICKY_CACHE_CAPACITY": (E_NUMBER, rules.non_negative_int),
+    "SHUTDOWN_TIMEOUT": (E_NUMBER, rules.non_negative_seconds),
+    "POLL_TIMEOUT": (E_NUMBER, rules.non_negative_seconds),
+    "HEARTBEAT_INTERVAL": (E_NUMBER, rules.positive_seconds),
+    "REQUEST_TIMEOUT": (E_NUMBER, rules.positive_seconds),
+}
 _QUEUE_KEYS = ("NAME", "CONCURRENCY", "WORKFLOW_CONCURRENCY")
 
 
@@ -129,6 +156,21 @@ class WorkerConfig:
             if queue.name == name:
                 return queue
         return None
+
+    def client_options(self) -> ClientOptions:
+        """The server, credentials and timeout as :class:`sync_worker.host.ClientOptions`."""
+        return ClientOptions(server_url=self.server_url, token=self.token, control_token=self.control_token,
+                             worker_token=self.worker_token, namespace=self.namespace, timeout=self.request_timeout)
+
+    def worker_options(self, queue: QueueConfig) -> WorkerOptions:
+        """The options of ``queue``'s worker (slots, pollers, timeouts, pool)."""
+        return WorkerOptions(
+            task_queue=queue.name, build_id=self.build_id, poll_timeout=self.poll_timeout,
+            max_concurrent_workflow_tasks=queue.workflow_concurrency, max_concurrent_activity_tasks=queue.concurrency,
+            max_concurrent_workflow_task_polls=self.workflow_pollers,
+            max_concurrent_activity_task_polls=self.activity_pollers, shutdown_timeout=self.shutdown_timeout,
+            heartbeat_interval=self.heartbeat_interval, pool=self.pool,
+            sticky_cache_capacity=self.sticky_cache_capacity)
 
 
 def raw_settings() -> Any:
@@ -218,82 +260,43 @@ def _queue_problems(value: Any, where: str) -> List[Tuple[str, str, str]]:
 
 
 def _is_positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    try:
+        rules.positive_int(value)
+    except rules.Invalid:
+        return False
+    return True
 
 
-def _is_non_negative_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _as_float(value: Any) -> Optional[float]:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
-
-
-def _value_problems(merged: Mapping[str, Any], sources: Mapping[str, str]) -> List[Tuple[str, str, str]]:
+def _checked(merged: Mapping[str, Any], sources: Mapping[str, str]
+             ) -> Tuple[Dict[str, Any], List[Tuple[str, str, str]]]:
+    """The merged values converted by the host's rules, and every problem as ``(check id, key, message)``."""
     found: List[Tuple[str, str, str]] = []
-
-    def where(key: str) -> str:
-        return sources.get(key, "default")
-
-    url = merged["SERVER_URL"]
-    if url is None or url == "":
-        found.append((W_NO_SERVER_URL, "SERVER_URL",
-                      f"SERVER_URL is not set: add it to settings.{SETTINGS_NAME} or set "
-                      f"{ENV_VARS['SERVER_URL']} (for example 'http://127.0.0.1:7233')"))
-    elif not isinstance(url, str):
-        found.append((E_SERVER_URL, "SERVER_URL", f"SERVER_URL ({where('SERVER_URL')}) must be a string"))
-    else:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            found.append((E_SERVER_URL, "SERVER_URL",
-                          f"SERVER_URL ({where('SERVER_URL')}) must be an http(s) origin, got {url!r}"))
-        elif parts.path.rstrip("/").endswith("/api"):
-            found.append((E_SERVER_URL, "SERVER_URL",
-                          f"SERVER_URL ({where('SERVER_URL')}) is the server origin; leave out the trailing /api"))
-    for key in ("TOKEN", "CONTROL_TOKEN", "WORKER_TOKEN", "BUILD_ID"):
-        value = merged[key]
-        if value is not None and (not isinstance(value, str) or not value):
-            found.append((E_TOKEN, key, f"{key} ({where(key)}) must be a non-empty string or None"))
-    namespace = merged["NAMESPACE"]
-    if not isinstance(namespace, str) or not namespace:
-        found.append((E_NAMESPACE, "NAMESPACE", f"NAMESPACE ({where('NAMESPACE')}) must be a non-empty string"))
-    found += _queue_problems(merged["TASK_QUEUES"], where("TASK_QUEUES"))
-    pool = merged["POOL"]
-    if pool is not None and pool not in _POOLS:
-        found.append((E_POOL, "POOL", f"POOL ({where('POOL')}) must be 'threads' or 'gevent', got {pool!r}"))
-    for key in _POSITIVE_INTS:
-        if not _is_positive_int(merged[key]):
-            found.append((E_NUMBER, key, f"{key} ({where(key)}) must be a positive int, got {merged[key]!r}"))
-    for key in _NON_NEGATIVE_INTS:
-        if not _is_non_negative_int(merged[key]):
-            found.append((E_NUMBER, key, f"{key} ({where(key)}) must be an int of at least 0, got {merged[key]!r}"))
-    for key in _NON_NEGATIVE_FLOATS + _POSITIVE_FLOATS:
-        number = _as_float(merged[key])
-        positive = key in _POSITIVE_FLOATS
-        if number is None or (number <= 0 if positive else number < 0):
-            kind = "positive" if positive else "non-negative"
-            found.append((E_NUMBER, key, f"{key} ({where(key)}) must be a {kind} number of seconds, "
-                                         f"got {merged[key]!r}"))
+    converted = dict(merged)
+    for key, (check_id, rule) in _RULES.items():
+        if key == "SERVER_URL" and merged[key] in (None, ""):
+            found.append((W_NO_SERVER_URL, "SERVER_URL",
+                          f"SERVER_URL is not set: add it to settings.{SETTINGS_NAME} or set "
+                          f"{ENV_VARS['SERVER_URL']} (for example 'http://127.0.0.1:7233')"))
+            continue
+        try:
+            converted[key] = rule(merged[key], False)
+        except rules.Invalid as invalid:
+            error = OptionsError(key, merged[key], invalid.requirement, source=sources.get(key, "default"),
+                                 show_value=invalid.show_value)
+            found.append((check_id, key, str(error)))
+    found += _queue_problems(merged["TASK_QUEUES"], sources.get("TASK_QUEUES", "default"))
     modules = merged["AUTODISCOVER_MODULES"]
     if isinstance(modules, str) or not isinstance(modules, (list, tuple)) or not all(
             isinstance(m, str) and m and m.replace("_", "a").replace(".", "a").isalnum() for m in modules):
         found.append((E_MODULES, "AUTODISCOVER_MODULES",
-                      f"AUTODISCOVER_MODULES ({where('AUTODISCOVER_MODULES')}) must be a list of module names "
-                      f"such as ['workflows', 'activities'], got {modules!r}"))
+                      f"AUTODISCOVER_MODULES ({sources.get('AUTODISCOVER_MODULES', 'default')}) must be a list of "
+                      f"module names such as ['workflows', 'activities'], got {modules!r}"))
     port = merged["HEALTH_PORT"]
     if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535):
         found.append((E_HEALTH_PORT, "HEALTH_PORT",
-                      f"HEALTH_PORT ({where('HEALTH_PORT')}) must be a port number (0-65535) or None, got {port!r}"))
-    return found
+                      f"HEALTH_PORT ({sources.get('HEALTH_PORT', 'default')}) must be a port number (0-65535) or "
+                      f"None, got {port!r}"))
+    return converted, found
 
 
 #: The running management command's flags, so its system checks judge what it will use.
@@ -314,7 +317,7 @@ def problems(overrides: Optional[Mapping[str, Any]] = None,
              environ: Optional[Mapping[str, str]] = None) -> List[Tuple[str, str, str]]:
     """Every misconfiguration as ``(check id, key, message)``; empty when the config is usable."""
     merged, sources, found = _merged(overrides if overrides is not None else _command_overrides, environ)
-    return found + _value_problems(merged, sources)
+    return found + _checked(merged, sources)[1]
 
 
 def _queues(value: Sequence[Any], concurrency: int, workflow_concurrency: int,
@@ -342,7 +345,8 @@ def get_config(overrides: Optional[Mapping[str, Any]] = None,
     from django.core.exceptions import ImproperlyConfigured
 
     merged, sources, found = _merged(overrides, environ)
-    found += _value_problems(merged, sources)
+    merged, problems_found = _checked(merged, sources)
+    found += problems_found
     if found:
         check_id, key, message = found[0]
         more = f" (and {len(found) - 1} more problem(s); run 'manage.py check')" if len(found) > 1 else ""
@@ -350,7 +354,7 @@ def get_config(overrides: Optional[Mapping[str, Any]] = None,
     concurrency = int(merged["CONCURRENCY"])
     workflow_concurrency = int(merged["WORKFLOW_CONCURRENCY"])
     return WorkerConfig(
-        server_url=str(merged["SERVER_URL"]).rstrip("/"),
+        server_url=str(merged["SERVER_URL"]),
         token=merged["TOKEN"],
         control_token=merged["CONTROL_TOKEN"],
         worker_token=merged["WORKER_TOKEN"],

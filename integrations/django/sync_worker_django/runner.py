@@ -1,10 +1,10 @@
 """Running several workers in one process with the signal semantics of ``sync-worker run``.
 
-:class:`WorkerGroup` gives a list of workers the ``run()`` / ``stop(cold=...)`` surface of
-one :class:`~sync_worker.Worker`, so the management command hands it to the very same
-signal loop and exit codes as ``sync-worker run`` (:func:`sync_worker.worker.cli.serve`):
-first SIGTERM/SIGINT warm, second cold, SIGQUIT cold; exit 0 clean, 1 failed, 3 warm
-shutdown incomplete, 4 cold stop.
+:class:`WorkerGroup` is :class:`sync_worker.host.WorkerGroup` (re-exported here, where it
+used to be written): it gives the workers of every configured task queue the ``run()`` /
+``stop(cold=...)`` surface of one worker, so the management command hands it to the very same
+:func:`sync_worker.host.serve` as ``sync-worker run``: first SIGTERM/SIGINT warm, second cold,
+SIGQUIT cold; exit 0 clean, 1 failed, 3 warm shutdown incomplete, 4 cold stop.
 
 :func:`reexec_patched_for_gevent` is the ``-P gevent`` launcher: Django and the project's
 modules are already imported when a management command runs, too late for monkey-patching,
@@ -17,11 +17,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
-from typing import List, Optional, Sequence
+from typing import Sequence
 
-from sync_worker import Worker
-from sync_worker.worker.worker import ShutdownIncomplete
+from sync_worker.host import WorkerGroup
 
 __all__ = ["REEXEC_ENV", "WorkerGroup", "gevent_patched", "reexec_patched_for_gevent"]
 
@@ -29,84 +27,6 @@ logger = logging.getLogger("sync_worker.django.runner")
 
 #: Set in the re-executed process, so it never re-executes again.
 REEXEC_ENV = "SYNC_WORKER_DJANGO_GEVENT_REEXEC"
-_TICK = 0.2
-
-
-class WorkerGroup:
-    """Several workers run and stopped as one (one per task queue)."""
-
-    def __init__(self, workers: Sequence[Worker]) -> None:
-        if not workers:
-            raise ValueError("a WorkerGroup needs at least one worker")
-        self.workers: List[Worker] = list(workers)
-        self._errors: List[Optional[BaseException]] = [None] * len(self.workers)
-        self._stop_lock = threading.Lock()
-        self._stopping = False
-
-    @property
-    def pool(self) -> str:
-        return self.workers[0].pool
-
-    def run(self) -> None:
-        """Run every worker until :meth:`stop` (or one fails, which stops the others)."""
-        threads = [threading.Thread(target=self._run_one, args=(index,), name=f"sync-worker-{w.task_queue}",
-                                    daemon=True) for index, w in enumerate(self.workers)]
-        for thread in threads:
-            thread.start()
-        while any(t.is_alive() for t in threads):
-            for thread in threads:
-                thread.join(_TICK / len(threads))
-            failed = [e for e in self._errors if e is not None and not isinstance(e, ShutdownIncomplete)]
-            if failed and not self._stopping:
-                logger.error("a worker failed (%s); stopping the others", type(failed[0]).__name__)
-                threading.Thread(target=self._stop_quietly, daemon=True).start()
-        self._raise_first()
-
-    def _run_one(self, index: int) -> None:
-        try:
-            self.workers[index].run()
-        except BaseException as error:
-            self._errors[index] = error
-
-    def _stop_quietly(self) -> None:
-        try:
-            self.stop()
-        except BaseException:
-            pass
-
-    def _raise_first(self) -> None:
-        errors = [e for e in self._errors if e is not None]
-        hard = [e for e in errors if not isinstance(e, ShutdownIncomplete)]
-        if hard:
-            raise hard[0]
-        if errors:
-            running = [name for e in errors for name in getattr(e, "running", [])]
-            raise ShutdownIncomplete("; ".join(str(e) for e in errors), running)
-
-    def stop(self, *, cold: bool = False) -> None:
-        """Stop every worker at once (warm, or ``cold``); ShutdownIncomplete if any could not drain."""
-        with self._stop_lock:
-            self._stopping = True
-        results: List[Optional[BaseException]] = [None] * len(self.workers)
-
-        def stop_one(index: int) -> None:
-            try:
-                self.workers[index].stop(cold=cold)
-            except BaseException as error:
-                results[index] = error
-
-        threads = [threading.Thread(target=stop_one, args=(i,), daemon=True) for i in range(len(self.workers))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        errors = [e for e in results if e is not None]
-        if errors:
-            hard = [e for e in errors if not isinstance(e, ShutdownIncomplete)]
-            if hard:
-                raise hard[0]
-            running = [name for e in errors for name in getattr(e, "running", [])]
-            raise ShutdownIncomplete("; ".join(str(e) for e in errors), running)
 
 
 def gevent_patched() -> bool:

@@ -92,9 +92,8 @@ def _activity_for(task: Any) -> Callable[..., Any]:
             value = task.call(*positional, **keywords)
         return _normalized(framework, value)
 
-    run_task.__activity_name__ = activity_type_for(task)  # type: ignore[attr-defined]
     run_task.__qualname__ = f"django_task[{activity_type_for(task)}]"
-    return run_task
+    return activity.defn(name=activity_type_for(task))(run_task)
 
 
 def activities_for_queue(queue: str) -> List[Callable[..., Any]]:

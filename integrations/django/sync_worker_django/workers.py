@@ -94,9 +94,7 @@ class DjangoClient(Client):
 def build_client(config: Optional[WorkerConfig] = None, **overrides: Any) -> DjangoClient:
     """A new client for ``config`` (default: the current settings, with ``overrides``)."""
     config = config if config is not None else get_config(overrides or None)
-    return DjangoClient(config.server_url or "", token=config.token, control_token=config.control_token,
-                        worker_token=config.worker_token, namespace=config.namespace,
-                        timeout=config.request_timeout)
+    return config.client_options().build_client(DjangoClient)
 
 
 def get_client() -> DjangoClient:
@@ -164,17 +162,10 @@ def build_workers(
                 f"{', '.join(config.autodiscover_modules)} modules of INSTALLED_APPS, and no django.tasks task "
                 "uses this queue")
         worker_client = client.clone() if client is not None else build_client(config)
-        workers.append(Worker(
-            worker_client, task_queue=queue.name, workflows=workflows, activities=queue_activities,
-            build_id=config.build_id, poll_timeout=config.poll_timeout,
-            max_concurrent_workflow_tasks=queue.workflow_concurrency,
-            max_concurrent_activity_tasks=queue.concurrency, shutdown_timeout=config.shutdown_timeout,
-            max_concurrent_activity_task_polls=config.activity_pollers,
-            max_concurrent_workflow_task_polls=config.workflow_pollers,
-            sticky_cache_capacity=config.sticky_cache_capacity,
-            heartbeat_interval=config.heartbeat_interval,
-            interceptors=[DjangoTaskInterceptor(), *interceptors], pool=config.pool,
-        ))
+        options = config.worker_options(queue).replace(
+            workflows=tuple(workflows), activities=tuple(queue_activities),
+            interceptors=(DjangoTaskInterceptor(), *interceptors))
+        workers.append(options.build(worker_client))
     logger.info("built %d worker(s) for task queue(s) %s on pool %s", len(workers),
                 ", ".join(q.name for q in config.task_queues), workers[0].pool if workers else "-")
     return workers

@@ -10,7 +10,7 @@ from ... import payloads
 from .. import control, schedules, workers
 from ..engine import Engine
 from ..store import Row
-from ..util import TERMINAL_STATUSES, ApiError
+from ..util import TERMINAL_STATUSES, ApiError, iso
 from .html import Html, esc, kv_list, link, payload_block, quote_id, table
 
 __all__ = ["activities_page", "not_found", "run_page", "schedules_page", "status_badge", "task_queues_page",
@@ -120,9 +120,28 @@ def _pending(engine: Engine, run: Row) -> Tuple[List[List[Any]], List[List[Any]]
              a.get("task_queue")]
             for a in engine.store.select("activities", "run_id = ?", (run["run_id"],))
             if a.get("state") in ("ready", "leased", "backoff")]
-    timers = [[t.get("sequence"), t.get("delay_seconds"), t.get("timer_kind") or "timer", t.get("fire_at")]
+    at = engine.now()
+    timers = [[t.get("sequence"), t.get("delay_seconds"), t.get("timer_kind") or "timer",
+               fires_at(t.get("fire_at"), at)]
               for t in engine.store.select("timers", "run_id = ? AND state = 'pending'", (run["run_id"],))]
     return acts, timers
+
+
+def time_left(seconds: float) -> str:
+    """``seconds`` as the two largest units: ``3 d 4 h``, ``59 min 58 s``, ``12 s``."""
+    left = int(max(0.0, seconds) + 0.5)
+    parts = [(left // 86400, "d"), (left % 86400 // 3600, "h"), (left % 3600 // 60, "min"), (left % 60, "s")]
+    first = next((i for i, (value, _) in enumerate(parts) if value), len(parts) - 1)
+    shown = [parts[first]] + [part for part in parts[first + 1:first + 2] if part[0]]
+    return " ".join(f"{value} {unit}" for value, unit in shown)
+
+
+def fires_at(fire_at: Any, at: float) -> str:
+    """A pending timer's fire time in the page's date format (ISO-8601 UTC), with the time left."""
+    if not isinstance(fire_at, (int, float)):
+        return "—"
+    left = fire_at - at
+    return f"{iso(fire_at)} ({'in ' + time_left(left) if left >= 0.5 else 'due now'})"
 
 
 def _task_failure(failure: Any) -> Html:
@@ -183,7 +202,7 @@ def run_page(engine: Engine, namespace: str, workflow_id: str, run_id: Optional[
         Html("<h2>Input and output</h2>" + io),
         Html("<h2>Pending activities</h2>" + table(["Seq", "Activity", "State", "Attempt", "Queue"], acts,
                                                     empty="None.")),
-        Html("<h2>Pending timers</h2>" + table(["Seq", "Delay (s)", "Kind", "Fires at (epoch s)"], timers,
+        Html("<h2>Pending timers</h2>" + table(["Seq", "Delay (s)", "Kind", "Fires at (UTC)"], timers,
                                                 empty="None.")),
         Html(f"<h2>History ({len(events)} events)</h2>" + _timeline(events)),
     ]

@@ -74,7 +74,11 @@ def test_refusals_name_the_feature(monkeypatch: pytest.MonkeyPatch) -> None:
         one.chunks([(1,)], 1)
     with pytest.raises(UnsupportedFeature, match=r"app\.control\.inspect"):
         app.control.inspect()
-    with pytest.raises(ImproperlyConfigured, match="DURABLE_WORKFLOW_SERVER_URL"):
-        Celery("cfg-noserver", set_as_current=False).client  # noqa: B018
+    # No server configured: the local default, as every sync-worker command (issue 27: one rule).
+    assert Celery("cfg-noserver", set_as_current=False).client_options().server_url == "http://127.0.0.1:7233"
+    broken = Celery("cfg-badserver", set_as_current=False)
+    broken.conf.durable_workflow_server_url = "http://127.0.0.1:7233/api"
+    with pytest.raises(ImproperlyConfigured, match="leave out the trailing /api"):
+        broken.client_options()
     with pytest.raises(TypeError, match="unknown task option"):
         app.task(bogus=True)(lambda: None)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator, List, Optional
 
 import pytest
 
@@ -39,11 +39,13 @@ def app(server: DevServer) -> Iterator[object]:
 
 
 class WorkerProcess:
-    def __init__(self, server: DevServer, *args: str, log: Path) -> None:
+    def __init__(self, server: Optional[DevServer], *args: str, log: Path) -> None:
         env = dict(os.environ)
         paths = [str(SAMPLE), str(ROOT), str(ROOT / "integrations" / "celery"), str(ROOT / "integrations" / "django")]
         env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")])
-        env["DURABLE_WORKFLOW_SERVER_URL"] = server.url
+        env.pop("DURABLE_WORKFLOW_SERVER_URL", None)
+        if server is not None:
+            env["DURABLE_WORKFLOW_SERVER_URL"] = server.url
         env["DURABLE_WORKFLOW_HEARTBEAT_INTERVAL"] = "0.5"
         env.pop("SYNC_WORKER_POOL", None)
         self.log = log
@@ -164,3 +166,50 @@ def test_beat_command_installs_the_schedules_and_exits(app, server: DevServer, t
     assert done.returncode == 0, done.stderr
     assert "installed 2 schedule(s): celery-beat-add-every-second, celery-beat-nightly-greeting" in done.stdout
     assert app.client.describe_schedule("celery-beat-add-every-second").spec["intervals"] == [{"every": "PT1S"}]
+
+
+def test_without_a_server_url_the_worker_uses_the_local_default_as_every_command(tmp_path: Path) -> None:
+    """Issue 27: ``sync-worker celery`` no longer refuses to start without a server URL; like the
+    operator commands and ``sync-worker run`` it uses http://127.0.0.1:7233 and says so."""
+    with DevServer(port=7233, db=":memory:") as local:  # fails loudly if something else holds 7233
+        worker = WorkerProcess(None, "-Q", "proj-default", "-l", "info", log=tmp_path / "default.log")
+        worker.wait_running()
+        assert worker.stop(signal.SIGTERM) == 0
+        text = worker.text()
+        assert "no server URL given (--server-url or DURABLE_WORKFLOW_SERVER_URL): using http://127.0.0.1:7233" in text
+        assert "ready: queues proj-default (server http://127.0.0.1:7233)" in text, text
+        assert Client(local.url).list_workers(task_queue="proj-default")["workers"]
+
+
+def test_app_start_from_a_script_serves_like_the_command(server: DevServer, tmp_path: Path) -> None:
+    """Issue 27: ``python myapp.py worker -l INFO`` (Celery's ``app.start()``, which reads
+    :data:`sys.argv`) runs with the given flags and prints the same ready line as ``sync-worker celery``."""
+    script = tmp_path / "myapp.py"
+    script.write_text("from proj.celery import app\nimport proj.tasks  # noqa: F401\n\n"
+                      "if __name__ == '__main__':\n    app.start()\n")
+    env = dict(os.environ, DURABLE_WORKFLOW_SERVER_URL=server.url)
+    paths = [str(SAMPLE), str(ROOT), str(ROOT / "integrations" / "celery"), str(ROOT / "integrations" / "django")]
+    env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")])
+    env.pop("SYNC_WORKER_POOL", None)
+    log = tmp_path / "start.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, str(script), "worker", "-l", "INFO", "-Q", "proj-default"],
+                                cwd=str(tmp_path), env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: "running on task queue" in log.read_text() or proc.poll() is not None, timeout=60)
+            assert proc.poll() is None, log.read_text()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(40) == 0, log.read_text()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    text = log.read_text()
+    assert f"ready: queues proj-default (server {server.url})" in text, text
+
+
+def test_worker_main_needs_the_worker_sub_command() -> None:
+    from sync_worker_celery import Celery
+
+    app = Celery("needs-worker", set_as_current=False)
+    with pytest.raises(ValueError, match="The worker sub-command must be specified in argv"):
+        app.worker_main(["beat"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import requests
 
@@ -17,11 +17,28 @@ class Raw:
         self.url = url
         self.session = requests.Session()
         self.namespace = namespace
+        #: Workers this client registered (a poll needs a registration, as on the real server).
+        self.registered: Set[Tuple[str, str]] = set()
 
     def call(self, method: str, path: str, body: Any = None, *, plane: str = "control",
              headers: Optional[Dict[str, str]] = None, timeout: float = 15) -> requests.Response:
         h = {**(WORKER if plane == "worker" else CONTROL), "X-Namespace": self.namespace, **(headers or {})}
+        if path.endswith("-tasks/poll") and isinstance(body, dict):
+            self.ensure_registered(body.get("worker_id"), body.get("task_queue"), h)
+        elif path == "/worker/register" and isinstance(body, dict) and isinstance(body.get("worker_id"), str):
+            self.registered.add((h.get("X-Namespace", self.namespace), body["worker_id"]))
         return self.session.request(method, f"{self.url}/api{path}", json=body, headers=h, timeout=timeout)
+
+    def ensure_registered(self, worker_id: Any, task_queue: Any, headers: Dict[str, str]) -> None:
+        """Register ``worker_id`` once before its first poll (tests about the wire, not registration)."""
+        namespace = headers.get("X-Namespace", self.namespace)
+        if not isinstance(worker_id, str) or not isinstance(task_queue, str):
+            return
+        if (namespace, worker_id) in self.registered:
+            return
+        self.registered.add((namespace, worker_id))
+        self.session.post(f"{self.url}/api/worker/register", json={"worker_id": worker_id, "task_queue": task_queue},
+                          headers={**headers, **WORKER}, timeout=15)
 
     def ok(self, method: str, path: str, body: Any = None, *, plane: str = "control") -> Any:
         resp = self.call(method, path, body, plane=plane)

@@ -16,8 +16,9 @@ from tests.unit.devserver._raw import WORKER, Raw
 def _poll(server: DevServer, queue: str, timeout: int, results: List[Any], started: threading.Barrier) -> None:
     conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
     try:
-        body = json.dumps({"worker_id": f"w-{threading.get_ident()}", "task_queue": queue,
-                           "timeout_seconds": timeout})
+        worker_id = f"w-{threading.get_ident()}"
+        Raw(server.url).ok("POST", "/worker/register", {"worker_id": worker_id, "task_queue": queue}, plane="worker")
+        body = json.dumps({"worker_id": worker_id, "task_queue": queue, "timeout_seconds": timeout})
         started.wait()
         t0 = time.monotonic()
         conn.request("POST", "/api/worker/workflow-tasks/poll", body=body,
@@ -89,6 +90,7 @@ def test_stop_releases_held_polls_quickly() -> None:
 def test_abandoned_poll_never_takes_a_lease(dev_server: DevServer) -> None:
     import socket
 
+    Raw(dev_server.url).ok("POST", "/worker/register", {"worker_id": "gone", "task_queue": "q"}, plane="worker")
     body = json.dumps({"worker_id": "gone", "task_queue": "q", "timeout_seconds": 20}).encode()
     request = (b"POST /api/worker/workflow-tasks/poll HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                b"X-Durable-Workflow-Protocol-Version: 1.20\r\nContent-Length: " + str(len(body)).encode()
@@ -109,5 +111,8 @@ def test_deregistered_worker_is_never_leased_a_task(dev_server: DevServer) -> No
                    plane="worker")["registration_token"]
     raw.ok("POST", "/worker/registrations/w-old/deregister", {"registration_token": token}, plane="worker")
     raw.start("wf-1")
-    assert raw.poll(worker_id="w-old", timeout=1) is None
+    # As the real server: a poll without a live registration is refused (412), so the worker knows.
+    refused = raw.call("POST", "/worker/workflow-tasks/poll", {"worker_id": "w-old", "task_queue": "q",
+                                                                "timeout_seconds": 1}, plane="worker")
+    assert (refused.status_code, refused.json()["reason"]) == (412, "worker_not_registered")
     assert raw.poll(worker_id="w-new", timeout=1)["workflow_id"] == "wf-1"

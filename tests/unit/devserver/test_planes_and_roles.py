@@ -71,6 +71,8 @@ def test_role_tokens_split_the_planes(role_server: DevServer) -> None:
     url = role_server.url + "/api"
     start = {"workflow_id": "wf-role", "workflow_type": "t", "task_queue": "q", "input": envelope([])}
     poll = {"worker_id": "w1", "task_queue": "q", "timeout_seconds": 0}
+    assert requests.post(f"{url}/worker/register", json={"worker_id": "w1", "task_queue": "q"},
+                         headers=_headers("w-tok", "worker"), timeout=5).status_code == 201
     # the worker credential cannot start or terminate workflows
     refused = requests.post(f"{url}/workflows", json=start, headers=_headers("w-tok", "control"), timeout=5)
     assert (refused.status_code, refused.json()["reason"]) == (403, "forbidden")
@@ -93,11 +95,22 @@ def test_role_tokens_split_the_planes(role_server: DevServer) -> None:
     assert requests.get(f"{url}/workflows", headers=_headers("nope", "control"), timeout=5).status_code == 401
 
 
+@pytest.mark.parametrize("header, status", [
+    ("bearer shared", 200), ("BEARER shared", 200), ("Bearer   shared ", 200),  # RFC 9110: scheme case-insensitive
+    ("Basic shared", 401), ("shared", 401), ("Bearer", 401), ("Bearer sharedX", 401), ("", 401),
+])
+def test_the_bearer_scheme_is_case_insensitive(role_server: DevServer, header: str, status: int) -> None:
+    response = requests.get(role_server.url + "/api/workflows", headers={"Authorization": header, **CONTROL},
+                            timeout=5)
+    assert response.status_code == status, response.text
+
+
 def test_sync_worker_client_with_role_tokens(role_server: DevServer) -> None:
     from sync_worker import Client
 
     client = Client(role_server.url, control_token="c-tok", worker_token="w-tok")
     client.start_workflow("t", workflow_id="wf-client-role", task_queue="q")
+    client.register_worker({"worker_id": "w1", "task_queue": "q"})
     assert client.poll_workflow_task(worker_id="w1", task_queue="q", poll_request_id="p1",
                                      timeout_seconds=2) is not None
     swapped = Client(role_server.url, control_token="w-tok", worker_token="c-tok")
@@ -130,6 +143,9 @@ def test_cli_role_tokens_from_the_environment_and_short_leases() -> None:
         assert requests.post(f"{api}/workflows", json=start, headers=_headers("env-c", "control"),
                              timeout=5).status_code == 201
         poll = {"worker_id": "w1", "task_queue": "q", "timeout_seconds": 5}
+        for worker_id in ("w1", "w2"):
+            assert requests.post(f"{api}/worker/register", json={"worker_id": worker_id, "task_queue": "q"},
+                                 headers=_headers("env-w", "worker"), timeout=5).status_code == 201
         first = requests.post(f"{api}/worker/workflow-tasks/poll", json=poll, headers=_headers("env-w", "worker"),
                               timeout=10).json()["task"]
         assert first is not None

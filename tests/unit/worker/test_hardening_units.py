@@ -4,17 +4,18 @@ result paths."""
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timezone
 from decimal import Decimal
-from typing import List
+from typing import Any, Dict, List
 
 import pytest
 
 from sync_worker import errors
 from sync_worker.client import Client
 from sync_worker.payloads import encode
-from sync_worker.worker.outcomes import OutcomeAbandoned, deliver, lease_deadline
+from sync_worker.worker.outcomes import OutcomeAbandoned, activity_outcome_deadline, deliver, lease_deadline
 from sync_worker.worker.results import not_encodable
-from sync_worker.worker.startup import StartupFailed, describe_cause, retry_startup
+from sync_worker.worker.startup import StartupFailed, describe_cause, not_a_server, retry_startup
 from sync_worker.worker.tasklog import MAX_REPR_CHARS, MAX_TRACEBACK_CHARS, format_raised, format_succeeded
 
 
@@ -124,3 +125,102 @@ def test_startup_gives_up_at_the_deadline_and_refusals_are_final() -> None:
 
     with pytest.raises(errors.InvalidArgument):
         retry_startup(refused, url="u", max_wait=60.0, clock=lambda: clock[0], wait=wait)
+
+
+def _give_up(error: BaseException) -> str:
+    def attempt() -> None:
+        raise error
+
+    with pytest.raises(StartupFailed) as caught:
+        retry_startup(attempt, url="http://h:1", max_wait=0.0, clock=lambda: 0.0, wait=lambda seconds: False)
+    return str(caught.value)
+
+
+def test_the_final_startup_error_says_which_kind_of_problem_it_is() -> None:
+    assert _give_up(errors.Unauthorized(401, {})).startswith(
+        "Credentials error: the server at http://h:1 refused the worker's credentials: HTTP 401")
+    assert _give_up(errors.Forbidden(403, {})).startswith("Credentials error: ")
+    assert _give_up(errors.TransportError("x", connect=True)).startswith(
+        "Cannot reach the Durable Workflow server: unable to read http://h:1/api/cluster/info")
+    assert _give_up(errors.ServerError(503, {})).startswith("Server unavailable: ")
+    assert not any(_give_up(e).startswith("Server compatibility error") for e in (
+        errors.Unauthorized(401, {}), errors.TransportError("x"), errors.ServerError(502, {})))
+
+
+@pytest.mark.parametrize("error", [
+    errors.NotFound(404, "<html>Not Found</html>", route="/cluster/info"),
+    errors.ServerError(200, {"reason": "invalid_json_response"}, route="/cluster/info"),
+    errors.ServerError(200, {"reason": "invalid_cluster_info"}, route="/cluster/info"),
+])
+def test_another_http_server_is_not_a_durable_workflow_server_and_is_not_retried(error: BaseException) -> None:
+    calls = []
+
+    def attempt() -> None:
+        calls.append(1)
+        raise error
+
+    with pytest.raises(StartupFailed) as caught:
+        retry_startup(attempt, url="http://h:1", max_wait=60.0, clock=lambda: 0.0, wait=lambda seconds: False)
+    assert str(caught.value).startswith("Not a Durable Workflow server: http://h:1/api/cluster/info answered ")
+    assert "without /api" in str(caught.value) and calls == [1]
+    # A 404 from registration (an unknown namespace, say) is not this case.
+    assert not_a_server(errors.NotFound(404, {"reason": "namespace_not_found"}, route="/worker/register"),
+                        "http://h:1") is None
+
+
+@pytest.mark.parametrize("identity, said", [
+    ({"task_id": "t-1"}, "not reported (no activity_attempt_id to report it against)"),
+    ({"activity_attempt_id": "a-1"}, "not reported (no task_id to report it against)"),
+    ({}, "not reported (no task_id and activity_attempt_id to report it against)"),
+])
+def test_an_unreportable_malformed_task_names_only_what_is_missing(
+        caplog: pytest.LogCaptureFixture, identity: Dict[str, Any], said: str) -> None:
+    from sync_worker.protocol.tasks import MalformedTask
+    from sync_worker.worker.malformed import report_malformed
+
+    with caplog.at_level("WARNING"):
+        report_malformed(MalformedTask("activity", ["arguments: not an envelope"], identity),
+                         client=None, worker_id="w")  # type: ignore[arg-type]  # never called: nothing to report
+    assert caplog.records[-1].getMessage().endswith(said)
+
+
+def _iso(at: float) -> str:
+    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_an_activity_outcome_is_retried_until_the_heartbeat_timeout_when_that_comes_first() -> None:
+    now = 1_000_000.0
+    task = {"lease_expires_at": _iso(now + 30), "retry_policy": {"heartbeat_timeout": 5},
+            "deadlines": {"heartbeat": _iso(now + 5)}}
+    # No heartbeat sent: counted from receipt.
+    deadline, until = activity_outcome_deadline(task, received_at=now, last_heartbeat_at=None, now=lambda: now + 1)
+    assert until == "its heartbeat timeout (5 s) expires" and deadline == pytest.approx(now + 5 + 2)
+    # From the last heartbeat when there was one.
+    deadline, _ = activity_outcome_deadline(task, received_at=now, last_heartbeat_at=now + 20, now=lambda: now + 21)
+    assert deadline == pytest.approx(now + 25 + 2)
+    # Without retry_policy.heartbeat_timeout the span to deadlines.heartbeat is used (the dev server's shape).
+    bare = {"lease_expires_at": _iso(now + 30), "deadlines": {"heartbeat": _iso(now + 5)}}
+    assert activity_outcome_deadline(bare, received_at=now, last_heartbeat_at=None, now=lambda: now)[1] == (
+        "its heartbeat timeout (5 s) expires")
+    # The lease when it ends first, or when there is no heartbeat timeout.
+    assert activity_outcome_deadline({"lease_expires_at": _iso(now + 30)}, received_at=now, last_heartbeat_at=None,
+                                     now=lambda: now) == (pytest.approx(now + 32), "its lease ends")
+    long_beat = {**task, "retry_policy": {"heartbeat_timeout": 600}}
+    assert activity_outcome_deadline(long_beat, received_at=now, last_heartbeat_at=None, now=lambda: now)[1] == (
+        "its lease ends")
+
+
+def test_the_retry_warning_names_what_ends_the_window(caplog: pytest.LogCaptureFixture) -> None:
+    clock = [0.0]
+
+    def send() -> None:
+        raise errors.TransportError("down")
+
+    def sleep(seconds: float) -> None:
+        clock[0] += seconds
+
+    caplog.set_level(logging.WARNING, logger="sync_worker.worker")
+    with pytest.raises(OutcomeAbandoned):
+        deliver(send, what="activity x completion", deadline=7.0, now=lambda: clock[0], sleep=sleep,
+                until="its heartbeat timeout (5 s) expires")
+    assert "retrying until its heartbeat timeout (5 s) expires in 7 s" in caplog.records[0].getMessage()

@@ -196,6 +196,40 @@ class OtherLaunchTests(DurableWorkflowTestMixin, TransactionTestCase):
         self.assertNotEqual(second, first, worker.output())
         self.assertIn("reloading on code changes", worker.output())
 
+    def test_reload_drains_running_tasks_before_it_restarts(self):
+        order = Order.objects.create(customer="reload")
+        worker = WorkerProcess(self.durable.server.url, "-Q", "shop", "--reload", "--shutdown-timeout", "30")
+        self.addCleanup(worker.kill)
+        worker.wait_ready()
+        first = worker.probe("healthz")[1]["workers"][0]["worker_id"]
+        handle = self.durable_client.start_workflow("shop.slow_touch", order.pk, 8.0, task_queue="shop")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            events = self.durable_client.get_history(handle.workflow_id, handle.describe().run_id)["events"]
+            if any(e["event_type"] == "ActivityStarted" for e in events):
+                break
+            time.sleep(0.1)
+        module = os.path.join(project_dir(), "shop", "activities.py")
+        deadline = time.monotonic() + 6
+        while "before the reload" not in worker.output() and time.monotonic() < deadline:
+            os.utime(module)  # a code change mid-task (the reloader compares modification times)
+            time.sleep(0.5)
+        self.assertIn("touched by", handle.result(timeout=60), worker.output())
+        events = self.durable_client.get_history(handle.workflow_id, handle.describe().run_id)["events"]
+        started = [e for e in events if e["event_type"] == "ActivityStarted"]
+        # The attempt that was running finished on the old process (no second attempt after a lost lease).
+        self.assertEqual(len(started), 1, [e["event_type"] for e in events])
+        self.assertIn("changed: draining running tasks before the reload", worker.output())
+        deadline = time.monotonic() + 60
+        second = first
+        while second == first and time.monotonic() < deadline:
+            try:
+                second = worker.probe("healthz")[1]["workers"][0]["worker_id"]
+            except (OSError, KeyError, IndexError, ValueError):
+                pass
+            time.sleep(0.5)
+        self.assertNotEqual(second, first, worker.output())
+
     def test_no_autodiscover_leaves_nothing_to_run_and_says_so(self):
         env = dict(os.environ, SW_DJANGO_USE_TEST_DB="1", DURABLE_WORKFLOW_SERVER_URL=self.durable.server.url)
         done = subprocess.run([sys.executable, "manage.py", "durable_worker", "--no-autodiscover", "-Q", "inventory"],

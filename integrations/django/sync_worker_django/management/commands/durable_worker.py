@@ -4,10 +4,11 @@ Flags (each overrides ``settings.SYNC_WORKER`` and the environment variables):
 ``-Q/--queues a,b`` task queues (one worker each), ``-c/--concurrency`` activity slots,
 ``--workflow-concurrency`` workflow slots, ``-P/--pool threads|gevent``, ``-l/--loglevel``
 (default: from ``--verbosity``), ``--shutdown-timeout`` seconds, ``--health-port``
-(``/healthz`` and ``/readyz``; 0 picks a free port), ``--server-url``, ``--namespace``,
+(``/healthz`` and ``/readyz``; 0 picks a free port), ``--server-url`` (alias ``--server``), ``--namespace``,
 ``--reload`` (development: restart on code changes), ``--no-autodiscover``.
 
-Signals and exit codes are those of ``sync-worker run``: first SIGTERM/SIGINT warm (drain
+Signals and exit codes are those of ``sync-worker run`` (:func:`sync_worker.host.serve`, over a
+:class:`sync_worker.host.WorkerGroup`): first SIGTERM/SIGINT warm (drain
 within the shutdown timeout, deregister), second cold, SIGQUIT cold; exit 0 clean,
 1 failed, 2 configuration error, 3 drain incomplete, 4 cold stop.
 
@@ -24,12 +25,13 @@ from typing import Any, Dict, List, Optional
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser, SystemCheckError
 
+from sync_worker import Worker
 from sync_worker.health import HealthServer
-from sync_worker.worker.cli import EXIT_USAGE, serve
+from sync_worker.host import EXIT_USAGE, WorkerGroup, serve
 
 from ...conf import get_config, set_command_overrides
 from ...discovery import Discovered, autodiscover
-from ...runner import WorkerGroup, gevent_patched, reexec_patched_for_gevent
+from ...runner import gevent_patched, reexec_patched_for_gevent
 from ...workers import build_workers
 
 logger = logging.getLogger("sync_worker.django.command")
@@ -52,12 +54,14 @@ class Command(BaseCommand):
                             help="Workflow-task pollers per queue (WORKFLOW_POLLERS; default 1).")
         parser.add_argument("-P", "--pool", choices=["threads", "gevent"], default=None,
                             help="Concurrency pool (default: SYNC_WORKER['POOL'], else threads).")
-        parser.add_argument("-l", "--loglevel", default=None, help="Logging level (default: from --verbosity).")
+        parser.add_argument("-l", "--loglevel", "--log-level", dest="loglevel", default=None,
+                            help="Logging level (default: from --verbosity).")
         parser.add_argument("--shutdown-timeout", type=float, default=None,
                             help="Seconds a warm shutdown waits for running tasks.")
         parser.add_argument("--health-port", type=int, default=None,
                             help="Serve /healthz and /readyz on this port (0: any free port).")
-        parser.add_argument("--server-url", default=None, help="Server origin (overrides settings and env).")
+        parser.add_argument("--server-url", "--server", dest="server_url", default=None,
+                            help="Server origin (overrides settings and env); --server is an alias.")
         parser.add_argument("--namespace", default=None, help="Namespace (overrides settings and env).")
         parser.add_argument("--reload", action="store_true",
                             help="Development: restart when code changes (signals are not handled gracefully).")
@@ -113,15 +117,17 @@ class Command(BaseCommand):
             return
         sys.exit(self._serve(overrides, options))
 
-    def _build(self, overrides: Dict[str, Any], options: Dict[str, Any]) -> WorkerGroup:
+    def _build(self, overrides: Dict[str, Any], options: Dict[str, Any]) -> WorkerGroup[Worker]:
         discovered = Discovered() if options.get("no_autodiscover") else autodiscover(
             get_config(overrides).autodiscover_modules)
         try:
-            return WorkerGroup(build_workers(overrides=overrides, discovered=discovered))
+            # one at a time: registration reads workflow sources with ast, which CPython 3.11
+            # cannot always do in two threads at once (gh-106905)
+            return WorkerGroup(build_workers(overrides=overrides, discovered=discovered), start_one_at_a_time=True)
         except ImproperlyConfigured as error:
             raise CommandError(str(error), returncode=EXIT_USAGE)
 
-    def _start_health(self, overrides: Dict[str, Any], group: WorkerGroup) -> Optional[HealthServer]:
+    def _start_health(self, overrides: Dict[str, Any], group: WorkerGroup[Worker]) -> Optional[HealthServer]:
         port = get_config(overrides).health_port
         if port is None:
             return None
@@ -137,7 +143,7 @@ class Command(BaseCommand):
         self.stdout.write(f"durable_worker: serving {queues} on pool {group.pool} (pid {os.getpid()})")
         self.stdout.flush()
         try:
-            code = serve(group)  # type: ignore[arg-type]  # WorkerGroup has Worker's run/stop surface
+            code = serve(group, log=logger)
         finally:
             if health is not None:
                 health.stop()
@@ -149,9 +155,26 @@ class Command(BaseCommand):
         return code
 
     def _run_reloading(self, overrides: Dict[str, Any], options: Dict[str, Any]) -> None:
-        """The autoreloader's child: run the workers until the reloader restarts the process."""
+        """The autoreloader's child: run the workers until the reloader restarts the process.
+
+        Django's reloader exits this process as soon as a file changes (its main thread calls
+        ``sys.exit(3)``; the workers run on a daemon thread), which would abandon running tasks.
+        A ``file_changed`` receiver stops the group warm first, so running tasks finish and are
+        reported (within ``--shutdown-timeout``) before the restart; it returns None, so the
+        reload then goes ahead as usual.
+        """
+        from django.utils import autoreload
+
         group = self._build(overrides, options)
         self._start_health(overrides, group)
+
+        def drain_before_reload(sender: Any, file_path: Any, **kwargs: Any) -> None:
+            logger.info("%s changed: draining running tasks before the reload", file_path)
+            group.stop()
+            logger.info("drained; reloading")
+
+        autoreload.file_changed.connect(drain_before_reload, dispatch_uid="sync_worker_django.drain_before_reload",
+                                        weak=False)
         self.stdout.write(f"durable_worker: serving {', '.join(w.task_queue for w in group.workers)} on pool "
                           f"{group.pool} (reloading on code changes, pid {os.getpid()})")
         self.stdout.flush()

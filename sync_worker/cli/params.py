@@ -1,0 +1,144 @@
+"""The flags the worker commands share, spelled once.
+
+``sync-worker run``, ``sync-worker celery``, ``sync-worker nestjs`` and the operator commands
+take their connection and logging flags from here, so each flag has one documented spelling
+(older spellings stay as aliases):
+
+* ``--server-url URL`` (alias ``--server``; the operator commands also ``-s``), ``--token``,
+  ``--namespace``: each falls back to its ``DURABLE_WORKFLOW_*`` variable, read by
+  :meth:`sync_worker.host.ClientOptions.from_env` (never by click, so the environment is read
+  in one place and a flag given on the command line is known as such);
+* ``-l/--loglevel`` (alias ``--log-level``);
+* ``-c/--concurrency N|adaptive`` and ``--autoscale MAX,MIN`` (:class:`ConcurrencyParam`,
+  :func:`autoscale_bounds`); ``-P/--pool`` (:func:`resolve_pool`).
+
+:func:`import_target` resolves the ``MODULE:ATTR`` argument of ``run`` and ``nestjs``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from typing import Any, Callable, Dict, List, Optional, TypeVar
+
+import click
+
+from ..host.client_options import AUTH_TOKEN_ENV, NAMESPACE_ENV, SERVER_URL_ENV
+
+__all__ = [
+    "ConcurrencyParam",
+    "autoscale_bounds",
+    "configure_logging",
+    "import_target",
+    "loglevel_option",
+    "namespace_option",
+    "resolve_pool",
+    "server_url_option",
+    "token_option",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+def server_url_option(*, short: bool = False, help: Optional[str] = None) -> Callable[[F], F]:
+    """``--server-url URL`` (alias ``--server``, and ``-s`` with ``short``); the parameter is ``server_url``."""
+    names = ["--server-url", "--server", *(["-s"] if short else []), "server_url"]
+    return click.option(*names, default=None, metavar="URL",
+                        help=help or f"Server origin (env {SERVER_URL_ENV}); --server is an alias.")
+
+
+def token_option(*, help: Optional[str] = None) -> Callable[[F], F]:
+    """``--token TOKEN``; the parameter is ``token``."""
+    return click.option("--token", default=None, help=help or f"Auth token (env {AUTH_TOKEN_ENV}).")
+
+
+def namespace_option(*, help: Optional[str] = None) -> Callable[[F], F]:
+    """``--namespace NS``; the parameter is ``namespace``."""
+    return click.option("--namespace", default=None, help=help or f"Namespace (env {NAMESPACE_ENV}).")
+
+
+def loglevel_option(*, default: str = "INFO", help: Optional[str] = None) -> Callable[[F], F]:
+    """``-l/--loglevel LEVEL`` (alias ``--log-level``); the parameter is ``loglevel``."""
+    return click.option("-l", "--loglevel", "--log-level", "loglevel", default=default, show_default=True,
+                        help=help or "Logging level (DEBUG, INFO, WARNING, ERROR); the same -l/--loglevel on "
+                                     "every command.")
+
+
+def configure_logging(loglevel: str, *, format: str = "%(asctime)s %(levelname)s %(name)s: %(message)s",
+                      handlers: Optional[List[logging.Handler]] = None) -> int:
+    """Configure the root logger of a command's process at ``loglevel``; a usage error for an unknown level."""
+    level = logging.getLevelName(str(loglevel).upper())
+    if not isinstance(level, int):
+        raise click.UsageError(f"unknown log level {loglevel!r}")
+    logging.basicConfig(level=level, format=format, handlers=handlers)
+    return level
+
+
+def resolve_pool(pool: Optional[str]) -> str:
+    """The canonical pool for ``-P`` (default: the process's), checked for this process; a usage error if not."""
+    from ..runtime.backend import check_pool, default_pool
+
+    try:
+        return check_pool(pool or default_pool())
+    except (ValueError, RuntimeError) as error:
+        raise click.UsageError(str(error)) from None
+
+
+class ConcurrencyParam(click.ParamType):  # type: ignore[type-arg,unused-ignore]  # generic only in click >= 8.2
+    """``-c N`` (fixed slots) or ``-c adaptive``."""
+
+    name = "N|adaptive"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            text = str(value).strip().lower()
+            if text == "adaptive":
+                return "adaptive"
+            try:
+                number = int(text)
+            except ValueError:
+                self.fail(f"{value!r} is neither a number of slots nor 'adaptive'", param, ctx)
+        if number < 1:
+            self.fail(f"{number} is not a valid number of slots (at least 1)", param, ctx)
+        return number
+
+
+def autoscale_bounds(value: Optional[str]) -> Optional[Dict[str, int]]:
+    """Celery's ``--autoscale MAX,MIN`` (MIN optional, default 1) as adaptive bounds."""
+    if value is None:
+        return None
+    parts = [p.strip() for p in value.split(",")]
+    try:
+        numbers = [int(p) for p in parts if p]
+    except ValueError:
+        raise click.BadParameter(f"expected MAX[,MIN], got {value!r}", param_hint="--autoscale") from None
+    if not numbers or len(numbers) > 2 or min(numbers) < 1:
+        raise click.BadParameter(f"expected MAX[,MIN] with numbers of at least 1, got {value!r}",
+                                 param_hint="--autoscale")
+    maximum, minimum = (numbers[0], numbers[1] if len(numbers) == 2 else 1)
+    if minimum > maximum:
+        raise click.BadParameter(f"MIN {minimum} is above MAX {maximum}", param_hint="--autoscale")
+    return {"max": maximum, "min": minimum}
+
+
+def import_target(target: str) -> Any:
+    """``MODULE:ATTR`` (``ATTR`` may be dotted) → that object; the current directory is importable."""
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise click.UsageError(f"expected MODULE:ATTR, got {target!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise click.UsageError(f"cannot import {module_name!r}: {error}") from None
+    value: Any = module
+    for part in attribute.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise click.UsageError(f"{module_name!r} has no attribute {attribute!r}") from None
+    return value
