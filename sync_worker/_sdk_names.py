@@ -19,7 +19,8 @@ _BY_MODULE: Dict[str, Tuple[str, ...]] = {
     "sync_worker.workflow": (
         "ActivityRetryPolicy", "CancellationPolicy", "ChildWorkflowRetryPolicy", "ContinueAsNew", "MessageStream",
         "MessageStreamMessage", "ParentClosePolicy", "Replayer", "Saga", "StartChildWorkflow", "replay",
-        "SelectionResult", "DurableOperationHandle"),
+        "SelectionResult", "DurableOperationHandle", "WorkflowStreamAppendItem", "WorkflowStreamAppendResult",
+        "WorkflowStreamDescription", "WorkflowStreamItem", "WorkflowStreamPage"),
     "sync_worker.client": (
         "BridgeAdapterOutcome", "NamespaceDescription", "NamespaceList", "ScheduleAction", "ScheduleBackfillResult",
         "ScheduleDescription", "ScheduleHandle", "ScheduleHistoryEvent", "ScheduleHistoryPage", "ScheduleList",

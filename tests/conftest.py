@@ -22,6 +22,7 @@ SDK_MODULES = [
     "interop/test_authoring_local.py",
     "interop/test_authoring_scopes.py",
     "interop/test_authoring_select.py",
+    "interop/test_authoring_streams.py",
     "interop/test_authoring_validators.py",
     "interop/test_devserver_restart.py",
     "interop/test_import_swap.py",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from . import activities, memo, resume, selection, validation
+from . import activities, memo, resume, selection, validation, workflow_streams
 from .engine import Engine
 from .lifecycle import close_run
 from .payload_checks import check_payload
@@ -90,6 +90,8 @@ def validate(commands: Any) -> List[Dict[str, Any]]:
             check_payload(cmd.get("result"), f"commands.{i}.result", codec=codec)
         elif kind == "cancel_selection_operation":
             selection.validate_cancel(cmd, i)
+        if cmd.get("workflow_stream") is not None:
+            workflow_streams.validate_directive(cmd, i)
         elif kind == "fail_workflow" and cmd.get("message") is not None and not isinstance(cmd["message"], str):
             raise _bad(i, "message must be a string")
         if kind in ("complete_update", "fail_update") and not isinstance(cmd.get("update_id"), str):
@@ -102,9 +104,10 @@ def apply(engine: Engine, run: Row, task: Row, commands: List[Dict[str, Any]], b
 
     What the task's message or the open wait records comes first (``resume``).
     """
-    for cmd in resume.record_before_commands(engine, run, task, commands, body):
+    for index, cmd in enumerate(resume.record_before_commands(engine, run, task, commands, body)):
         if run["status"] in ("completed", "failed", "cancelled", "terminated", "continued"):
             break  # nothing after a terminal command counts
+        workflow_streams.apply_directive(engine, run, task, cmd, index)  # (stripped: not in history)
         handler = _HANDLERS[cmd["type"]]
         handler(engine, run, cmd)
 
@@ -212,8 +215,6 @@ def _local_activity(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
 
 def _side_effect(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
     payload: Dict[str, Any] = {"sequence": _next_seq(run), "result": cmd.get("result"), "payload_codec": "avro"}
-    if cmd.get("workflow_stream") is not None:
-        payload["workflow_stream"] = cmd["workflow_stream"]
     engine.append(run, "SideEffectRecorded", payload)
 
 

@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, List, Optional, Pattern, Tuple
 
 from ..protocol import routes as wire
 from ..protocol.versions import WORKER_PROTOCOL_VERSION
-from . import activities, control, operator_routes, routing, streams, tasks, updates, workers
+from . import activities, control, operator_routes, routing, streams, tasks, updates, workers, workflow_streams
 from .discovery import cluster_info, server_capabilities
 from .engine import Engine
 from .queries import QueryBroker
@@ -369,3 +369,4 @@ _ROUTES: List[Tuple[str, str, Handler]] = [
     ("DELETE", "/api/workers/" + _ID.format("worker_id"), _deregister_legacy),
 ]
 _ROUTES.extend(operator_routes.ROUTES)
+_ROUTES.extend(workflow_streams.ROUTES)

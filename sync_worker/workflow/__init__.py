@@ -70,6 +70,13 @@ from .contract import workflow_command_contract, workflow_definition_fingerprint
 from .definition import defn, query, signal, update, update_validator
 from .history import UnsupportedReplayHistory
 from .local_activities import RecordLocalActivity
+from .output_streams import (
+    WorkflowStreamAppendItem,
+    WorkflowStreamAppendResult,
+    WorkflowStreamDescription,
+    WorkflowStreamItem,
+    WorkflowStreamPage,
+)
 from .policies import ActivityRetryPolicy, CancellationPolicy, ChildWorkflowRetryPolicy, ParentClosePolicy
 from .registry import WorkflowRegistry
 from .replay_check import HistoryCheck, Replayer, ReplayReport
@@ -113,6 +120,11 @@ __all__ = [
     "Saga",
     "SelectGroup",
     "SelectionResult",
+    "WorkflowStreamAppendItem",
+    "WorkflowStreamAppendResult",
+    "WorkflowStreamDescription",
+    "WorkflowStreamItem",
+    "WorkflowStreamPage",
     "SagaCompensationFailed",
     "ScheduleActivity",
     "StartChildWorkflow",

@@ -196,6 +196,8 @@ class RecordSideEffect:
 
     effect: Optional[Callable[[], Any]] = field(default=None, repr=False, compare=False)
     result: Any = None
+    #: a workflow-stream directive riding this side effect (``output_streams``), sent as is
+    workflow_stream: Optional[Dict[str, Any]] = None
 
     shape = "side effect"
     blocking = False
@@ -205,7 +207,11 @@ class RecordSideEffect:
 
     def to_wire(self, task_queue: str) -> Dict[str, Any]:
         # The contract sends a bare blob here, not an envelope.
-        return {"type": "record_side_effect", "result": payloads.encode(self.result)}
+        wire: Dict[str, Any] = {"type": "record_side_effect"}
+        if self.workflow_stream is not None:
+            wire["workflow_stream"] = self.workflow_stream
+        wire["result"] = payloads.encode(self.result)
+        return wire
 
 
 @dataclass

@@ -32,6 +32,7 @@ from .commands import (
 )
 from .fingerprints import condition_fingerprint
 from .local_activities import RecordLocalActivity
+from .output_streams import WorkflowStreamAppendItem, append_directive, finish_directive
 from .policies import CancellationPolicy, ParentClosePolicy, RetryPolicyInput
 from .scopes import cancellation_scope as _refused_scope
 from .select import SelectGroup, select_group
@@ -96,6 +97,10 @@ class WorkflowContext:
         self._streams = StreamInbox()
         #: Commands built and not yet yielded (a forgotten ``yield``: ``unyielded``).
         self._issued = IssuedCommands()
+        # Workflow-stream directives (``output_streams``): the task's durable command identity
+        # (the replayer sets it per task) and the ordinal of the next directive in this replay.
+        self._command_identity = run_id or workflow_id
+        self._stream_ordinal = 0
 
     # -- the replayer's view (not for workflow code) ------------------------------------
 
@@ -108,6 +113,15 @@ class WorkflowContext:
     def issued_commands(self) -> IssuedCommands:
         """Commands built here and not yet yielded (the replayer releases each yielded one)."""
         return self._issued
+
+    @property
+    def command_identity(self) -> str:
+        """The durable command identity workflow-stream directives carry (the current task's)."""
+        return self._command_identity
+
+    @command_identity.setter
+    def command_identity(self, value: Optional[str]) -> None:
+        self._command_identity = value or self._run_id or self._workflow_id
 
     # -- identity and determinism -------------------------------------------------
 
@@ -271,6 +285,36 @@ class WorkflowContext:
         child workflows and nested lists of them.
         """
         return self._issued.track(select_group(operations))
+
+    def append_workflow_stream(self, stream_name: str, items: Sequence[WorkflowStreamAppendItem], *,
+                               max_pending_items: Optional[int] = None) -> RecordSideEffect:
+        """Append ``items`` to the run's output stream ``stream_name`` (yield it; resolves ``None``).
+
+        Each item gets the idempotency key ``dw-stream:<identity>:<ordinal>:<index>``, so a
+        retried task never appends twice (see ``output_streams``).
+        """
+        directive = append_directive(self._command_identity, self._stream_ordinal, stream_name, items,
+                                     max_pending_items)
+        self._stream_ordinal += 1
+        return self._issued.track(RecordSideEffect(workflow_stream=directive))
+
+    def close_workflow_stream(self, stream_name: str, *, retention_seconds: Optional[int] = None,
+                              ) -> RecordSideEffect:
+        """Close the output stream ``stream_name`` (readers then see it terminal)."""
+        directive = finish_directive(self._command_identity, self._stream_ordinal, stream_name, None,
+                                     retention_seconds)
+        self._stream_ordinal += 1
+        return self._issued.track(RecordSideEffect(workflow_stream=directive))
+
+    def error_workflow_stream(self, stream_name: str, error_reason: str, *,
+                              retention_seconds: Optional[int] = None) -> RecordSideEffect:
+        """Mark the output stream ``stream_name`` errored with ``error_reason``."""
+        if not error_reason:
+            raise ValueError("error_reason must not be empty")
+        directive = finish_directive(self._command_identity, self._stream_ordinal, stream_name, error_reason,
+                                     retention_seconds)
+        self._stream_ordinal += 1
+        return self._issued.track(RecordSideEffect(workflow_stream=directive))
 
     def side_effect(self, fn: Callable[[], Any]) -> RecordSideEffect:
         """Run ``fn`` once on first execution and replay its recorded result afterwards."""

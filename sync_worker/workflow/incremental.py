@@ -124,12 +124,12 @@ def _suspend(replay: _Replay, cancel_requested: bool) -> Optional[SuspendedRun]:
 def start(cls: type, history_events: List[Dict[str, Any]], start_input: List[Any], *,
           workflow_id: Optional[str] = None, run_id: str = "", payload_codec: Optional[str] = "avro",
           cancel_requested: bool = False, resume: Optional[ResumeContext] = None,
-          local_activities: Optional[LocalActivityRunner] = None,
+          local_activities: Optional[LocalActivityRunner] = None, command_identity: Optional[str] = None,
           ) -> Tuple[ReplayResult, Optional[SuspendedRun]]:
     """A cold replay (same result as ``replay``) plus its suspended state when it can be resumed."""
     state = _Replay(cls, list(history_events), start_input, workflow_id=workflow_id, run_id=run_id,
                     codec=payload_codec, cancel_requested=cancel_requested, resume=resume,
-                    local_activities=local_activities)
+                    local_activities=local_activities, command_identity=command_identity)
     carried = current_message(state.history, resume) if state.recorded else None
     result = state.run()
     suspended = _suspend(state, cancel_requested)
@@ -296,7 +296,7 @@ def _abandons(error: BaseException) -> bool:
 
 def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *, cancel_requested: bool = False,
            context: Optional[ResumeContext] = None, local_activities: Optional[LocalActivityRunner] = None,
-           ) -> Optional[Tuple[ReplayResult, Optional[SuspendedRun]]]:
+           command_identity: Optional[str] = None) -> Optional[Tuple[ReplayResult, Optional[SuspendedRun]]]:
     """Continue ``run`` with ``new_events`` (the history after ``run.event_count``).
 
     Returns the result a cold replay of the whole history gives plus the new suspended
@@ -306,8 +306,10 @@ def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *, cancel_reques
     replay = run.replay
     if cancel_requested != run.cancel_requested or not new_events or not _eligible(run, new_events):
         return None
-    # This task's runner (a kept state must never run a local activity under an old task's lease).
+    # This task's runner (a kept state must never run a local activity under an old task's lease),
+    # and this task's command identity (new workflow-stream directives carry it, as cold).
     replay.local_activities = local_activities
+    replay.ctx.command_identity = command_identity
     if local_activities is not None:
         local_activities.begin_replay()
     if replay.recorded or context is not None:

@@ -96,7 +96,8 @@ class _Replay(ConditionWaits, RecordedWaits, VersionMarkers, Selections):
     def __init__(self, cls: type, events: List[Dict[str, Any]], start_input: List[Any], *,
                  workflow_id: Optional[str], run_id: str, codec: Optional[str], cancel_requested: bool,
                  resume: Optional[ResumeContext] = None, update_call: Optional[UpdateCall] = None,
-                 local_activities: Optional[LocalActivityRunner] = None) -> None:
+                 local_activities: Optional[LocalActivityRunner] = None,
+                 command_identity: Optional[str] = None) -> None:
         validate_entrypoint(cls)
         #: runs local activities on first execution (None: a replay that must not run them)
         self.local_activities = local_activities
@@ -108,6 +109,7 @@ class _Replay(ConditionWaits, RecordedWaits, VersionMarkers, Selections):
         self.ctx = WorkflowContext(workflow_id=workflow_id or _workflow_id_from(events), run_id=run_id,
                                    start_time=start, clock_error=self.history.clock_error,
                                    cancel_requested=cancel_requested)
+        self.ctx.command_identity = command_identity  # workflow-stream directives (``output_streams``)
         self.instance = cls()
         # Recorded mode (``messages``): the server tells us what each task applied. Legacy
         # histories keep the SDK's position and wait-binding rules (``waiting``).
@@ -494,6 +496,7 @@ def replay(
     cancel_requested: bool = False,
     resume: Optional[ResumeContext] = None,
     local_activities: Optional[LocalActivityRunner] = None,
+    command_identity: Optional[str] = None,
 ) -> ReplayResult:
     """Replay ``cls`` over the complete history; see the module docstring.
 
@@ -501,7 +504,9 @@ def replay(
     message the task carries. Without one, and with no application record in the history,
     messages are placed by the legacy rules. ``local_activities`` runs the local activities the
     workflow reaches for the first time (``local_activities``); without it the replay stops there.
+    ``command_identity`` is the task's durable command identity (workflow-stream directives);
+    without one, the run id.
     """
     return _Replay(cls, list(history_events), start_input, workflow_id=workflow_id, run_id=run_id,
                    codec=payload_codec, cancel_requested=cancel_requested, resume=resume,
-                   local_activities=local_activities).run()
+                   local_activities=local_activities, command_identity=command_identity).run()

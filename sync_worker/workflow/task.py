@@ -236,7 +236,8 @@ def start_workflow_task(
         result, state = start(cls, history_events, start_input, workflow_id=task.get("workflow_id"),
                               run_id=str(task.get("run_id") or ""), payload_codec=codec,
                               cancel_requested=task.get("cancel_requested") is True,
-                              resume=ResumeContext.from_task(task), local_activities=local_activities)
+                              resume=ResumeContext.from_task(task), local_activities=local_activities,
+                              command_identity=_command_identity(task))
     except Exception as error:
         if _abandons(error):
             raise
@@ -258,7 +259,8 @@ def resume_workflow_task(
     if _update_id(task) is not None or registry.get(str(task.get("workflow_type") or "")) is not state.workflow_class:
         return None
     resumed = resume(state, new_events, cancel_requested=task.get("cancel_requested") is True,
-                     context=ResumeContext.from_task(task), local_activities=local_activities)
+                     context=ResumeContext.from_task(task), local_activities=local_activities,
+                     command_identity=_command_identity(task))
     if resumed is None:
         return None
     outcome = _result_outcome(resumed[0], task_queue)
@@ -286,7 +288,8 @@ def execute_workflow_task(
         result: ReplayResult = replay(cls, history_events, start_input, workflow_id=task.get("workflow_id"),
                                       run_id=str(task.get("run_id") or ""), payload_codec=codec,
                                       cancel_requested=task.get("cancel_requested") is True,
-                                      resume=ResumeContext.from_task(task), local_activities=local_activities)
+                                      resume=ResumeContext.from_task(task), local_activities=local_activities,
+                                      command_identity=_command_identity(task))
     except Exception as error:
         if _abandons(error):
             raise
@@ -294,6 +297,16 @@ def execute_workflow_task(
         reason = error.reason if isinstance(error, WorkflowEntryArgumentsMismatchError) else None
         return WorkflowTaskOutcome([], _failure(f"replay failed: {error}", error, reason=reason))
     return _result_outcome(result, task_queue)
+
+
+def _command_identity(task: Dict[str, Any]) -> Optional[str]:
+    """The task's durable command identity (workflow-stream directives): ``workflow_command_id``,
+    else the task id, as the server forms it (``WorkflowStreamCommandProcessor``)."""
+    for name in ("workflow_command_id", "task_id"):
+        value = task.get(name)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
 
 
 def _query_history(task: Dict[str, Any]) -> List[Dict[str, Any]]:
