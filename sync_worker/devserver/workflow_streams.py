@@ -210,6 +210,15 @@ def apply_directive(engine: Engine, run: Row, task: Row, cmd: Dict[str, Any], in
     identity = carried.get("workflow_command_id") or task.get("workflow_command_id") or task["task_id"]
     if directive.get("command_identity") != identity:
         raise _refused(index, "workflow_stream command_identity must match the durable workflow command identity")
+    try:
+        _apply(engine, run, directive, identity, index)
+    except ApiError as error:
+        if error.status in (400, 404):  # (a 404 on a task route would read as "no such task")
+            raise _refused(index, f"workflow_stream {error.reason}: {error}") from None
+        raise  # 409 stream_closed / stream_errored, 429 stream_full: as the stream service answers
+
+
+def _apply(engine: Engine, run: Row, directive: Dict[str, Any], identity: str, index: int) -> None:
     name = str(directive["stream_name"])
     if directive["operation"] == "append":
         items = []
@@ -287,11 +296,23 @@ def _items(r: Routes, req: Request) -> Tuple[int, Any]:
         time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))  # a bounded long poll, as the server's
 
 
+_ITEM_TEXT = {"payload_reference": 191, "payload_codec": 64, "idempotency_key": 191, "origin": 64,
+              "origin_reference": 191, "item_type": 64, "content_type": 191}
+
+
 def _append(r: Routes, req: Request) -> Tuple[int, Any]:
     body = req.body if isinstance(req.body, dict) else {}
     items = body.get("items")
-    if not isinstance(items, list) or not items:
-        raise ApiError(422, "validation_failed", "items must be a non-empty list", errors={"items": ["required"]})
+    if not isinstance(items, list) or not items or len(items) > MAX_ITEMS_PER_APPEND:
+        raise ApiError(422, "validation_failed", f"items must be a list of 1-{MAX_ITEMS_PER_APPEND} objects",
+                       errors={"items": ["required"]})
+    for index, item in enumerate(items):  # the controller's rules (nullable strings with a maximum length)
+        for name, limit in _ITEM_TEXT.items():
+            value = item.get(name) if isinstance(item, dict) else None
+            if value is not None and (not isinstance(value, str) or len(value) > limit):
+                message = f"must be a string of at most {limit} characters"
+                raise ApiError(422, "validation_failed", f"items.{index}.{name} {message}",
+                               errors={f"items.{index}.{name}": [message]})
     maximum = body.get("max_pending_items")
     if maximum is not None and (type(maximum) is not int or maximum < 1):
         raise ApiError(422, "validation_failed", "max_pending_items must be an integer >= 1",

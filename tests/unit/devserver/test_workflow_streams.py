@@ -97,3 +97,21 @@ def test_client_appends_dedupe_refuse_when_closed_or_full_and_reads_long_poll(ra
         assert bad.status_code == 422, query
     assert raw.call("GET", "/workflows/w2/runs/nope/streams").status_code == 404
     assert raw.call("GET", _base(raw, "w2") + "/bad%20name").json()["reason"] == "invalid_stream_name"
+
+
+def test_directive_and_item_refusals_are_typed(raw: Raw) -> None:
+    raw.start("w3")
+    task = raw.poll()
+    identity = task["task_id"]
+    for directive in ({"operation": "close", "stream_name": "never", "command_identity": identity,
+                       "command_ordinal": 0},
+                      {"operation": "append", "stream_name": "bad name", "command_identity": identity,
+                       "command_ordinal": 0, "items": [{"idempotency_key": f"dw-stream:{identity}:0:0"}]},
+                      {"operation": "rewind", "stream_name": "s", "command_identity": identity, "command_ordinal": 0},
+                      {"operation": "append", "stream_name": "s", "command_identity": identity,
+                       "command_ordinal": -1, "items": [{}]}):
+        refused = raw.complete(task, [{"type": "record_side_effect", "result": NONE, "workflow_stream": directive}])
+        assert refused.status_code == 422, (directive, refused.text)
+    assert [e["event_type"] for e in raw.history("w3")][-1] == "WorkflowStarted"
+    bad = raw.call("POST", _base(raw, "w3") + "/s/items", {"items": [{"idempotency_key": {"a": 1}}]})
+    assert (bad.status_code, bad.json()["reason"]) == (422, "validation_failed")
