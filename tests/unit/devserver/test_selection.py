@@ -149,3 +149,21 @@ def test_a_loser_closing_during_a_leased_task_gets_the_run_another_task(raw: Raw
     assert raw.fail(leased, WAITING).status_code == 200
     again = raw.poll()
     assert again is not None and again["task_id"] != leased["task_id"]
+
+
+def test_cancelling_a_list_member_cancels_each_open_activity(raw: Raw) -> None:
+    tasks = _started(raw, "w-cancel-pair")
+    _finish(raw, tasks[1])
+    task = raw.poll()
+    cancel = {"type": "cancel_selection_operation", "selection_group_id": "select-calls:1:4", "member_key": "pair",
+              "member_index": 1, "member_base_sequence": 2, "member_size": 2, "operation_kind": "group",
+              "operation_identity": "group:2:2"}
+    ok(raw, task, [cancel])
+    cancelled = payloads(raw, "w-cancel-pair", "ActivityCancelled")
+    assert sorted(p["sequence"] for p in cancelled) == [2, 3]
+    assert {p["reason"] for p in cancelled} == {"selection_operation_cancelled"}
+    late = raw.call("POST", f"/worker/activity-tasks/{tasks[2]['task_id']}/complete",
+                    {"activity_attempt_id": tasks[2]["activity_attempt_id"], "lease_owner": tasks[2]["lease_owner"],
+                     "result": envelope("too late")}, plane="worker")
+    assert late.status_code >= 400  # the attempt was cancelled: its late result is refused
+    assert raw.types("w-cancel-pair").count("ActivityCompleted") == 1  # only the winner's
