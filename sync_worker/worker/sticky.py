@@ -254,7 +254,7 @@ def _entry(state: SuspendedRun, task: Mapping[str, Any], events: List[Dict[str, 
 
 def run_sticky_task(
     cache: StickyWorkflowCache, registry: Any, task: Dict[str, Any], *, task_queue: str,
-    load: Callable[[Optional[str]], List[Dict[str, Any]]],
+    load: Callable[[Optional[str]], List[Dict[str, Any]]], local_activities: Any = None,
 ) -> Tuple[Any, Optional[CachedRun]]:
     """Run one workflow task through the cache; returns ``(outcome, entry to keep or None)``.
 
@@ -269,7 +269,8 @@ def run_sticky_task(
     if entry is not None:
         new = _new_events(entry, events)
         resumed = None if new is None else resume_workflow_task(registry, task, entry.state, new,
-                                                                task_queue=task_queue)
+                                                                task_queue=task_queue,
+                                                                local_activities=local_activities)
         if resumed is not None:
             cache.record(hit=True)
             outcome, state = resumed
@@ -288,7 +289,8 @@ def run_sticky_task(
         cache.record(hit=False, forced=mode in ("sticky_hit_expected", "forced_cold_replay"))
     if not _complete(events):
         events = load(FIRST_PAGE_TOKEN)
-    outcome, state = start_workflow_task(registry, task, events, task_queue=task_queue)
+    outcome, state = start_workflow_task(registry, task, events, task_queue=task_queue,
+                                         local_activities=local_activities)
     if state is None or not events or not isinstance(run_id, str) or not run_id:
         return outcome, None
     return outcome, _entry(state, task, events, _encoded_size(events))
