@@ -18,7 +18,9 @@ _BY_MODULE: Dict[str, Tuple[str, ...]] = {
         "WorkflowTaskInterceptorContext"),
     "sync_worker.workflow": (
         "ActivityRetryPolicy", "CancellationPolicy", "ChildWorkflowRetryPolicy", "ContinueAsNew", "MessageStream",
-        "MessageStreamMessage", "ParentClosePolicy", "Replayer", "Saga", "StartChildWorkflow", "replay"),
+        "MessageStreamMessage", "ParentClosePolicy", "Replayer", "Saga", "StartChildWorkflow", "replay",
+        "SelectionResult", "DurableOperationHandle", "WorkflowStreamAppendItem", "WorkflowStreamAppendResult",
+        "WorkflowStreamDescription", "WorkflowStreamItem", "WorkflowStreamPage"),
     "sync_worker.client": (
         "BridgeAdapterOutcome", "NamespaceDescription", "NamespaceList", "ScheduleAction", "ScheduleBackfillResult",
         "ScheduleDescription", "ScheduleHandle", "ScheduleHistoryEvent", "ScheduleHistoryPage", "ScheduleList",
@@ -31,18 +33,18 @@ _BY_MODULE: Dict[str, Tuple[str, ...]] = {
         "DuplicateRegistrationError", "InvalidArgument", "InvalidWorkflowDefinition", "NamespaceNotFound",
         "QueryTaskAuthorityLost", "RuntimeCapabilityUnsupported", "RuntimeDiscoveryUnavailable",
         "SagaCompensationFailed", "ScheduleAlreadyExists", "ScheduleListError", "ScheduleNotFound", "UpdateFailed",
-        "UpdateRejected", "WorkflowEntryArgumentsMismatchError", "WorkflowPayloadDecodeError", "ExternalPayloadError",
-        "ExternalPayloadExpired", "ExternalPayloadIntegrityError", "ExternalPayloadIntegrityMismatch",
-        "ExternalPayloadNotFound", "ExternalPayloadOversized", "ExternalPayloadUnauthorized",
-        "ExternalPayloadUnavailable", "ExternalPayloadUnsupported"),
+        "UpdateRejected", "WorkflowEntryArgumentsMismatchError", "WorkflowPayloadDecodeError",
+        "UpdateValidationFailed", "DurableOperationCancelled", "ExternalPayloadError", "ExternalPayloadExpired",
+        "ExternalPayloadIntegrityError", "ExternalPayloadIntegrityMismatch", "ExternalPayloadNotFound",
+        "ExternalPayloadOversized", "ExternalPayloadUnauthorized", "ExternalPayloadUnavailable",
+        "ExternalPayloadUnsupported"),
     "sync_worker.worker": ("MetricsRecorder", "NoopMetrics"),
     "sync_worker.external_storage": (
         "AzureBlobExternalStorage", "EXTERNAL_PAYLOAD_REFERENCE_SCHEMA", "ExternalPayloadCache",
-        "ExternalPayloadReference", "ExternalPayloadStoragePolicy", "external_storage_driver_from_policy",
-        "GCSExternalStorage",
-        "ExternalStorageDriver",
-        "LocalFilesystemExternalStorage", "S3ExternalStorage", "delete_external_payload", "external_storage_envelope",
-        "fetch_external_payload", "store_external_payload"),
+        "ExternalPayloadReference", "ExternalPayloadStoragePolicy", "ExternalStorageDriver", "GCSExternalStorage",
+        "LocalFilesystemExternalStorage", "S3ExternalStorage", "delete_external_payload",
+        "external_storage_driver_from_policy", "external_storage_envelope", "fetch_external_payload",
+        "store_external_payload"),
     "sync_worker.worker.prometheus": ("PrometheusMetrics",),
 }
 
