@@ -277,8 +277,8 @@ def delete_external_payload(
 
 def is_reference_envelope(candidate: object) -> bool:
     """Whether ``candidate`` is shaped ``{codec, external_storage}`` (the server's test: exactly those keys)."""
-    return isinstance(candidate, dict) and "external_storage" in candidate and "blob" not in candidate \
-        and set(candidate) <= {"codec", "external_storage"}
+    return isinstance(candidate, dict) and len(candidate) == 2 and "external_storage" in candidate \
+        and "codec" in candidate
 
 
 def reference_envelope(reference: ExternalPayloadReference) -> Dict[str, Any]:

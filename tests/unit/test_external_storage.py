@@ -398,3 +398,11 @@ def test_storing_the_same_bytes_again_keeps_an_intact_copy_and_repairs_a_damaged
     path.write_bytes(b"same bytez")  # damaged in place, same size
     assert _stored(local, b"same bytes") == ref
     assert fetch_external_payload(local, ref) == b"same bytes"  # written again
+
+
+def test_only_exact_reference_envelopes_are_resolved(local: LocalFilesystemExternalStorage) -> None:
+    offload = PayloadOffload(local, 10)
+    policy_like = {"external_storage": {"driver": "s3", "bucket": "b"}}  # not a payload: left alone
+    assert offload.inbound({"namespace": policy_like}) == {"namespace": policy_like}
+    three = {"codec": "avro", "external_storage": {}, "extra": 1}
+    assert offload.inbound([three]) == [three]
