@@ -23,9 +23,22 @@ def pid() -> int:
 
 @activity.defn(name="prefork.sleep")
 def sleep(seconds: float) -> Dict[str, Any]:
-    activity.context().heartbeat_sync({"started": True})  # lets a test see the attempt really runs
-    time.sleep(seconds)
-    return {"pid": os.getpid(), "slept": seconds}
+    """Sleeps, heartbeating every 0.2 s (the first beat lets a test see the attempt really runs)."""
+    ctx = activity.context()
+    deadline = time.monotonic() + seconds
+    while True:
+        ctx.heartbeat_sync({"pid": os.getpid()})
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return {"pid": os.getpid(), "slept": seconds}
+        time.sleep(min(0.2, left))
+
+
+@activity.defn(name="prefork.rss")
+def rss() -> Dict[str, Any]:
+    from sync_worker.host.prefork import resident_bytes
+
+    return {"pid": os.getpid(), "rss": resident_bytes()}
 
 
 @activity.defn(name="prefork.grow")
@@ -59,5 +72,5 @@ class Fanout:
 
 
 def make_worker(client: object, task_queue: str) -> Worker:
-    return Worker(client, task_queue=task_queue, activities=[pid, sleep, grow, spin], workflows=[Fanout],  # type: ignore[arg-type]
+    return Worker(client, task_queue=task_queue, activities=[pid, sleep, grow, spin, rss], workflows=[Fanout],  # type: ignore[arg-type]
                   poll_timeout=2.0, shutdown_timeout=20.0)
