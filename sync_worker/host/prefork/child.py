@@ -56,6 +56,9 @@ def runtime_summary(runtime: Any) -> Dict[str, Any]:
         "live": bool(statuses) and all(s.live for s in statuses),
         "reason": "; ".join(f"{s.worker_id}: {s.ready_reason}" for s in statuses if not s.ready),
         "worker_ids": [s.worker_id for s in statuses],
+        "workers": [{"worker_id": s.worker_id, "task_queue": s.task_queue, "namespace": s.namespace,
+                     "state": s.state.value, "ready": s.ready, "ready_reason": s.ready_reason, "live": s.live,
+                     "live_reason": s.live_reason, "pid": os.getpid()} for s in statuses],
     }
 
 

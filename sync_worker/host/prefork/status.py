@@ -1,5 +1,8 @@
 """The prefork pool's status and its ``/healthz`` / ``/readyz`` answers, from the children's reports.
 
+The body keeps the single-process probe's shape (``status``, ``check``, ``reason``, ``workers``:
+every child's workers) and adds ``pool``: the parent's view of each child.
+
 The parent runs no worker of its own: its status is the pool's -- which children are alive,
 what each reported last (state, readiness, liveness, tasks run) -- and its probes pass when
 every child does. The probe server is served from the parent's own loop (no thread: the parent
@@ -33,6 +36,8 @@ class ChildStatus:
     reason: str
     tasks: int
     worker_ids: Tuple[str, ...]
+    #: Each of the child's workers as it reported (worker_id, task_queue, state, ready, live, pid).
+    workers: Tuple[Dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,8 @@ class _Handler(BaseHTTPRequestHandler):
             ok = status.ready if kind == "ready" else status.live
             reason = status.ready_reason if kind == "ready" else status.live_reason
             body = {"status": "ok" if ok else "fail", "check": kind, "reason": "" if ok else reason,
-                    "pool": status.to_dict()}
+                    "pool": status.to_dict(),
+                    "workers": [dict(w) for child in status.children for w in child.workers]}
             code, payload = (200 if ok else 503), json.dumps(body, sort_keys=True).encode("utf-8")
         self.send_response(code)
         self.send_header("Content-Type", "application/json")

@@ -12,7 +12,8 @@ SIGCHLD), each child's report pipe and the health socket. It
 
 * replaces a child that ends while the pool runs (recycled, crashed, ``kill -9``-ed); a child
   killed mid-task leaves its lease to expire, and the server retries the task (at least once);
-  a child that fails before it ever ran, three times in a row, fails the pool (exit 1);
+  a child that exits with an error before it ever ran (it retried its start-up for the worker's
+  ``max_startup_wait`` first) fails the pool (exit 1), as a single-process worker would;
 * on the first SIGTERM/SIGINT sends SIGTERM to every child (each drains within its
   ``shutdown_timeout``: the deadline is shared) and waits; past that deadline plus a grace it
   SIGKILLs what is left (exit 3); a second signal, or SIGQUIT, sends SIGQUIT (each child stops
@@ -43,8 +44,10 @@ logger = logging.getLogger("sync_worker.prefork")
 
 #: After the drain deadline, how long children get to deregister before they are killed.
 KILL_GRACE_SECONDS = 10.0
-#: A child that fails before it ever ran this many times in a row fails the pool.
-MAX_STARTUP_FAILURES = 3
+#: A child that exits with an error before it ever ran this many times in a row fails the pool. One:
+#: the child already retried discovery and registration for the worker's ``max_startup_wait``
+#: (as a single-process worker does before it exits 1), so its failure is the pool's.
+MAX_STARTUP_FAILURES = 1
 #: The parent's loop looks at its timers at least this often.
 LOOP_SECONDS = 1.0
 
@@ -139,7 +142,8 @@ class PreforkPool:
                 state=str(report.get("state", "starting")) if alive else "exited",
                 ready=alive and bool(report.get("ready")), live=alive and bool(report.get("live", True)),
                 reason=str(report.get("reason", "") or ("starting" if alive else "not running")),
-                tasks=int(report.get("tasks", 0) or 0), worker_ids=tuple(report.get("worker_ids", ()))))
+                tasks=int(report.get("tasks", 0) or 0), worker_ids=tuple(report.get("worker_ids", ())),
+                workers=tuple(report.get("workers", ())) if alive else ()))
         not_ready = [f"{c.tag}: {c.reason or c.state}" for c in children if not c.ready]
         if self._state != "running":
             not_ready.insert(0, f"pool {self._state}")
@@ -222,7 +226,7 @@ class PreforkPool:
                     self._read(key.data)
             self._reap()
             self._act_on_signals()
-            if self._state == "running" and self._failed:
+            if self._failed and self._state in ("starting", "running"):
                 self._begin_stop(cold=False)
             if self._state in ("starting", "running"):
                 self._respawn_due()

@@ -91,7 +91,7 @@ class SettingsTests(SimpleTestCase):
         self.assertEqual([(m.id, m.is_serious()) for m in messages], [("sync_worker.W002", False)])
 
     def test_django_check_framework_reports_the_ids(self):
-        with override_settings(SYNC_WORKER={**BASE, "POOL": "prefork", "TASK_QUEUES": []}), \
+        with override_settings(SYNC_WORKER={**BASE, "POOL": "eventlet", "TASK_QUEUES": []}), \
                 mock.patch.dict("os.environ", {"DURABLE_WORKFLOW_SERVER_URL": ""}):
             messages = checks.run_checks(tags=["sync_worker"])
         found = sorted(m.id for m in messages)
