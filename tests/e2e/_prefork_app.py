@@ -50,17 +50,6 @@ def grow(megabytes: int) -> int:
     return os.getpid()
 
 
-@activity.defn(name="prefork.spin")
-def spin(milliseconds: float) -> int:
-    """Pure-Python CPU work for about ``milliseconds`` (holds the GIL throughout)."""
-    deadline = time.perf_counter() + milliseconds / 1000.0
-    total = 0
-    while time.perf_counter() < deadline:
-        for number in range(200):
-            total += number * number
-    return os.getpid()
-
-
 @workflow.defn(name="prefork.fanout")
 class Fanout:
     def run(self, ctx: Any, count: int) -> Any:
@@ -72,5 +61,5 @@ class Fanout:
 
 
 def make_worker(client: object, task_queue: str) -> Worker:
-    return Worker(client, task_queue=task_queue, activities=[pid, sleep, grow, spin, rss], workflows=[Fanout],  # type: ignore[arg-type]
+    return Worker(client, task_queue=task_queue, activities=[pid, sleep, grow, rss], workflows=[Fanout],  # type: ignore[arg-type]
                   poll_timeout=2.0, shutdown_timeout=20.0)

@@ -16,8 +16,8 @@ durable_worker``) builds one of these instead of calling :func:`sync_worker.host
 from __future__ import annotations
 
 from .roles import ACTIVITIES, WORKFLOWS, ChildSpec, Recycler, resident_bytes, split_worker
-from .status import ChildStatus, PoolStatus
 from .serving import close_database_connections, serve_prefork, split_members
+from .status import ChildStatus, PoolStatus
 from .supervisor import PreforkPool
 
 __all__ = [

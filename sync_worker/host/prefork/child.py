@@ -76,7 +76,7 @@ def child_main(spec: ChildSpec, make_runtime: MakeRuntime, *, report_fd: int, pa
     code = EXIT_FAILED
     try:
         code = _child(spec, make_runtime, report_fd, parent_pid, close_fds, recycler)
-    except BaseException:  # noqa: BLE001 - the child must end here whatever happened
+    except BaseException:
         logger.exception("prefork child %s failed", spec.tag)
     finally:
         try:

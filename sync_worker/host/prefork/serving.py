@@ -68,9 +68,9 @@ def serve_prefork(workers: Sequence[object], *, processes: int,
 
     pool = PreforkPool(
         make_runtime, processes=processes,
-        workflows=any(getattr(w, "workflows") for w in workers),
-        activities=any(getattr(w, "activities") for w in workers),
+        workflows=any(w.workflows for w in workers),
+        activities=any(w.activities for w in workers),
         max_tasks_per_child=max_tasks_per_child, max_memory_per_child=max_memory_per_child,
-        shutdown_timeout=max(float(getattr(w, "shutdown_timeout")) for w in workers),
+        shutdown_timeout=max(float(w.shutdown_timeout) for w in workers),
         health_port=health_port, health_host=health_host, before_fork=close_database_connections, log=log)
     return pool.serve()

@@ -180,7 +180,8 @@ class PreforkPool:
                            os.getpid(), sum(1 for s in self._slots if s.role == ACTIVITIES),
                            " and 1 workflow process" if any(s.role == WORKFLOWS for s in self._slots) else "",
                            self.max_tasks_per_child or "unlimited",
-                           f"{self.max_memory_per_child // 1024} KiB" if self.max_memory_per_child else "no memory limit")
+                           f"{self.max_memory_per_child // 1024} KiB" if self.max_memory_per_child
+                           else "no memory limit")
             for slot in self._slots:
                 self._spawn(slot)
             self._loop()
