@@ -11,20 +11,22 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Callable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from ..protocols import Servable
 from .roles import ACTIVITIES, ChildSpec, Recycler, split_worker
 from .supervisor import PreforkPool
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ...worker import Worker
+
 __all__ = ["close_database_connections", "serve_prefork", "split_members"]
 
 
-def split_members(workers: Sequence[object], spec: ChildSpec, recycler: Recycler) -> List[object]:
+def split_members(workers: Sequence[Worker], spec: ChildSpec, recycler: Recycler) -> List[Worker]:
     """The child's workers: the split of each worker that has something of ``spec.role`` to serve."""
     wanted = "activities" if spec.role == ACTIVITIES else "workflows"
-    return [split_worker(w, spec, recycler=recycler) for w in workers  # type: ignore[arg-type]
-            if getattr(w, wanted)]
+    return [split_worker(w, spec, recycler=recycler) for w in workers if getattr(w, wanted)]
 
 
 def close_database_connections() -> None:
@@ -45,8 +47,8 @@ def close_database_connections() -> None:
                                                          "the fork: %s", error)
 
 
-def serve_prefork(workers: Sequence[object], *, processes: int,
-                  group: Optional[Callable[[List[object]], Servable]] = None,
+def serve_prefork(workers: Sequence[Worker], *, processes: int,
+                  group: Optional[Callable[[List[Worker]], Servable]] = None,
                   max_tasks_per_child: Optional[int] = None, max_memory_per_child: Optional[int] = None,
                   health_port: Optional[int] = None, health_host: str = "127.0.0.1",
                   log: Optional[logging.Logger] = None) -> int:
@@ -61,10 +63,10 @@ def serve_prefork(workers: Sequence[object], *, processes: int,
         if group is not None:
             return group(members)
         if len(members) == 1:
-            return members[0]  # type: ignore[return-value]
+            return members[0]
         from ..group import WorkerGroup
 
-        return WorkerGroup(members, name=f"prefork-{spec.tag}")  # type: ignore[arg-type,type-var]
+        return WorkerGroup(members, name=f"prefork-{spec.tag}")
 
     pool = PreforkPool(
         make_runtime, processes=processes,
