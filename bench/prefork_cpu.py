@@ -32,6 +32,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -98,6 +99,13 @@ def native_round(client: Client, url: str, kind: str, tasks: int, iterations: in
                 proc.kill()
                 proc.wait()
     return {"wall_s": wall, "throughput": tasks / wall}
+
+
+def paired(rounds: Dict[str, List[Dict[str, float]]], top: str, bottom: str) -> str:
+    """The ratio within each round (the two ran back to back, under the same load), and their median."""
+    ratios = [a["throughput"] / b["throughput"] for a, b in zip(rounds[top], rounds[bottom])]
+    listed = ", ".join(f"x{r:.2f}" for r in ratios)
+    return f"within each round {listed}: median x{statistics.median(ratios):.2f}"
 
 
 def median_round(rounds: List[Dict[str, float]]) -> Dict[str, float]:
@@ -196,12 +204,13 @@ def main() -> None:
         spread = ", ".join(f"{r['throughput']:.1f}" for r in rounds[kind])
         print(f"  {kind:28s} {figures['throughput']:7.1f} tasks/s  (rounds: {spread})")
     ratio = medians["prefork"]["throughput"] / medians["threads"]["throughput"]
-    print(f"  prefork / threads: x{ratio:.2f} (target >= 1.7)")
+    print(f"  prefork / threads: x{ratio:.2f} (target >= 1.7); {paired(rounds, 'prefork', 'threads')}")
     if "celery prefork" in medians:
         facade = medians["sync_worker_celery prefork"]["throughput"] / medians["celery prefork"]["throughput"]
         native = medians["prefork"]["throughput"] / medians["celery prefork"]["throughput"]
-        print(f"  sync_worker_celery prefork / celery prefork: x{facade:.2f}; sync-worker run prefork / celery "
-              f"prefork: x{native:.2f} (target >= 0.9)")
+        print(f"  sync_worker_celery prefork / celery prefork: x{facade:.2f} (target >= 0.9); "
+              f"{paired(rounds, 'sync_worker_celery prefork', 'celery prefork')}")
+        print(f"  sync-worker run prefork / celery prefork: x{native:.2f} (different rounds: less comparable)")
     print(noise.report())
     print(f"logs: {logs}")
 

@@ -24,7 +24,7 @@ import sys
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
-from ..exits import EXIT_FAILED
+from ..exits import EXIT_COLD_STOP, EXIT_FAILED, EXIT_OK
 from ..protocols import Servable
 from ..serve import ServeMessages, serve
 from .roles import ChildSpec, Recycler, resident_bytes
@@ -95,6 +95,11 @@ def _child(spec: ChildSpec, make_runtime: MakeRuntime, report_fd: int, parent_pi
         pass
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    # Until serve() installs its handlers, a stop signal is only noted (the parent's handlers were
+    # copied by the fork and would swallow it): a child stopped while it builds leaves at once.
+    early: List[int] = []
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+        signal.signal(signum, lambda number, frame: early.append(number))
     for fd in close_fds:
         try:
             os.close(fd)
@@ -114,6 +119,10 @@ def _child(spec: ChildSpec, make_runtime: MakeRuntime, report_fd: int, parent_pi
         report.send_now(runtime)
         threading.Thread(target=_quiet_stop, args=(runtime,), name="sync-worker-recycle", daemon=True).start()
 
+    if early:
+        cold = signal.SIGQUIT in early or len(early) > 1
+        logger.info("prefork child %s stopped before it started (%s)", spec.tag, "cold" if cold else "warm")
+        return EXIT_COLD_STOP if cold else EXIT_OK
     recycler.on_recycle = recycle
     report.start(runtime, parent_pid)
     messages = ServeMessages(warm=f"prefork child {spec.tag} (pid {os.getpid()}): warm shutdown, draining",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from typing import Any, Callable, Dict
 
 from sync_worker.host.prefork import ChildSpec, PreforkPool, Recycler
@@ -52,8 +53,13 @@ def _slow(spec: ChildSpec, recycler: Recycler) -> Any:
     return PrintingRuntime(spec.tag, running=["act-1"], drain_seconds=120)
 
 
+def _slow_build(spec: ChildSpec, recycler: Recycler) -> Any:
+    time.sleep(3)  # importing a big app, opening what the worker needs
+    return PrintingRuntime(spec.tag)
+
+
 SCENARIOS: Dict[str, Callable[[ChildSpec, Recycler], Any]] = {
-    "ok": _ok, "build-fails": _build_fails, "incomplete": _incomplete, "slow-drain": _slow}
+    "ok": _ok, "build-fails": _build_fails, "incomplete": _incomplete, "slow-drain": _slow, "slow-build": _slow_build}
 
 
 def main() -> None:

@@ -177,6 +177,15 @@ def test_a_killed_child_is_replaced_and_readiness_comes_back(pools: List[Pool]) 
     assert pool.wait_exit() == EXIT_OK, pool.output()
 
 
+def test_a_child_stopped_while_it_builds_its_worker_leaves_at_once(pools: List[Pool]) -> None:
+    pool = start(pools, "slow-build")
+    pool.wait_for(r"prefork child w0\.0 started")
+    pool.signal(signal.SIGTERM)
+    assert pool.wait_exit() == EXIT_OK, pool.output()
+    assert pool.output().count("stopped before it started (warm)") == 3
+    assert not pool.running()
+
+
 def test_a_child_that_cannot_build_its_worker_fails_the_pool(pools: List[Pool]) -> None:
     pool = start(pools, "build-fails")
     assert pool.wait_exit() == EXIT_FAILED, pool.output()
