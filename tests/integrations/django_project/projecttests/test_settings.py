@@ -61,7 +61,7 @@ class SettingsTests(SimpleTestCase):
             "sync_worker.E004": {**BASE, "TOKEN": ""},
             "sync_worker.E005": {**BASE, "NAMESPACE": ""},
             "sync_worker.E006": {**BASE, "TASK_QUEUES": "shop"},
-            "sync_worker.E007": {**BASE, "POOL": "processes"},
+            "sync_worker.E007": {**BASE, "POOL": "eventlet"},
             "sync_worker.E008": {**BASE, "CONCURRENCY": 0},
             "sync_worker.E008 pollers": {**BASE, "ACTIVITY_POLLERS": 0},
             "sync_worker.E008 sticky": {**BASE, "STICKY_CACHE_CAPACITY": -1},
