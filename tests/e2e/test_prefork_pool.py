@@ -35,13 +35,16 @@ WATCHDOG_SECONDS = 40
 class Pool:
     """A ``sync-worker run -P prefork`` subprocess whose output goes to a file (read at will)."""
 
-    def __init__(self, url: str, queue: str, *flags: str) -> None:
+    def __init__(self, url: str, queue: str, *flags: str, by_environment: bool = False) -> None:
         self.log = tempfile.NamedTemporaryFile("w+", prefix="prefork-", suffix=".log", delete=False)  # noqa: SIM115
         env = dict(os.environ, DURABLE_WORKFLOW_SERVER_URL=url, PYTHONPATH=REPO)
         env.pop("SYNC_WORKER_POOL", None)
+        if by_environment:
+            env["SYNC_WORKER_POOL"] = "prefork"
+        pool = [] if by_environment else ["-P", "prefork"]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "sync_worker.cli", "run", "tests.e2e._prefork_app:make_worker", "-Q", queue,
-             "-P", "prefork", "-l", "INFO", *flags],
+             *pool, "-l", "INFO", *flags],
             cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True)
 
     @property
@@ -258,3 +261,15 @@ def test_recycling_by_memory(client: Client, dev_server_session: Any, pools: Lis
     assert "recycled (max-memory-per-child exceeded" in pool.output()
     os.kill(pool.pid, signal.SIGTERM)
     assert pool.wait_exit() == EXIT_OK, pool.output()
+
+
+def test_sync_worker_pool_prefork_in_the_environment_chooses_the_pool(client: Client, dev_server_session: Any,
+                                                                      pools: List[Pool]) -> None:
+    queue = unique_queue("prefork")
+    pool = Pool(dev_server_session.url, queue, "-c", "1", by_environment=True)
+    pools.append(pool)
+    answer = result(client, client.start_activity("prefork.pid", task_queue=queue))
+    assert answer in children_of(pool.pid)
+    os.kill(pool.pid, signal.SIGTERM)
+    assert pool.wait_exit() == EXIT_OK, pool.output()
+    assert "pool prefork (1 process(es))" in pool.output()

@@ -24,6 +24,7 @@ import sys
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
+from ...runtime.backend import POOL_ENV
 from ..exits import EXIT_COLD_STOP, EXIT_FAILED, EXIT_OK
 from ..protocols import Servable
 from ..serve import ServeMessages, serve
@@ -105,6 +106,9 @@ def _child(spec: ChildSpec, make_runtime: MakeRuntime, report_fd: int, parent_pi
             os.close(fd)
         except OSError:
             pass
+    # A child's workers run on threads: a Worker the app builds here without a pool follows this
+    # (SYNC_WORKER_POOL=prefork, the parent's choice, is no pool a Worker can run on).
+    os.environ[POOL_ENV] = "threads"
     report = _Reporter(report_fd, spec, recycler)
     try:
         runtime = make_runtime(spec, recycler)
