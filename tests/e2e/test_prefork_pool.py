@@ -242,6 +242,8 @@ def test_recycling_by_task_count(client: Client, dev_server_session: Any, pools:
     for pid in pids:
         runs[pid] = runs.get(pid, 0) + 1
     assert len(pids) == 7 and max(runs.values()) <= 2 and len(runs) >= 4, pids
+    # nothing lost or run twice: every activity completed on its first attempt
+    assert [client.describe_activity(h.activity_id).attempt_count for h in handles] == [1] * 7
     wait_for(lambda: pool.output().count("recycled (max-tasks-per-child reached (2 task(s)))") >= 3, timeout=10)
     os.kill(pool.pid, signal.SIGTERM)
     assert pool.wait_exit() == EXIT_OK, pool.output()
