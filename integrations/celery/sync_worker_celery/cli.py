@@ -112,17 +112,25 @@ def _serve(app: Any, workers: List[Any], beat: bool) -> int:
 
 def _serve_prefork(app: Any, workers: List[Any], processes: int, max_tasks: Optional[int],
                    max_memory_kib: Optional[int]) -> int:
-    """Serve the app's workers on a prefork pool: each child runs this app's WorkerGroup (so
-    ``worker_process_init`` and the other worker signals fire in every child, as in Celery's)."""
+    """Serve the app's workers on a prefork pool, with Celery's prefork signals: ``worker_init`` and
+    ``worker_shutdown`` here in the parent, ``worker_process_init`` / ``worker_process_shutdown`` in
+    each child (its WorkerGroup); ``worker_ready`` and ``worker_shutting_down`` are not sent (the
+    parent runs no worker of its own)."""
     from sync_worker.host.prefork import serve_prefork
 
     from .worker import WorkerGroup
 
-    logger.info("celery@%s: prefork pool of %d process(es), queues %s", workers[0].worker_id if workers else "?",
-                processes, ", ".join(w.task_queue for w in workers))
-    return serve_prefork(workers, processes=processes, group=lambda members: WorkerGroup(app, members),
-                         max_tasks_per_child=max_tasks,
-                         max_memory_per_child=max_memory_kib * 1024 if max_memory_kib else None, log=logger)
+    hostname = workers[0].worker_id if workers else None
+    logger.info("celery@%s: prefork pool of %d process(es), queues %s", hostname or "?", processes,
+                ", ".join(w.task_queue for w in workers))
+    signals.worker_init.send(sender=hostname)
+    try:
+        return serve_prefork(workers, processes=processes,
+                             group=lambda members: WorkerGroup(app, members, process_child=True),
+                             max_tasks_per_child=max_tasks,
+                             max_memory_per_child=max_memory_kib * 1024 if max_memory_kib else None, log=logger)
+    finally:
+        signals.worker_shutdown.send(sender=hostname)
 
 
 _NOTICE_FLAGS = {

@@ -40,7 +40,7 @@ def app(server: DevServer) -> Iterator[object]:
 
 class WorkerProcess:
     def __init__(self, server: Optional[DevServer], *args: str, log: Path) -> None:
-        env = dict(os.environ)
+        env = dict(os.environ, PROJ_SIGNAL_LOG=str(log.with_suffix(".signals")))
         paths = [str(SAMPLE), str(ROOT), str(ROOT / "integrations" / "celery"), str(ROOT / "integrations" / "django")]
         env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")])
         env.pop("DURABLE_WORKFLOW_SERVER_URL", None)
@@ -123,6 +123,14 @@ def test_prefork_pool_runs_tasks_in_child_processes_and_recycles_them(app, spawn
     rows = app.client.list_workers(task_queue="proj-default").workers
     assert {w.status for w in rows} == {"deregistered"}
     assert {w.max_concurrent_activity_tasks for w in rows if w.supported_activity_types} == {1}
+    # Celery's prefork signals: worker_init / worker_shutdown once in the parent, the process ones
+    # in every child (two task children, the canvas child and the replacements)
+    fired = [line.split() for line in worker.log.with_suffix(".signals").read_text().splitlines()]
+    parent = str(worker.proc.pid)
+    assert [name for name, pid in fired if pid == parent] == ["worker_init", "worker_shutdown"], fired
+    children = [pid for name, pid in fired if name == "worker_process_init"]
+    assert parent not in children and len(set(children)) == len(children) >= 5, fired
+    assert sorted(pid for name, pid in fired if name == "worker_process_shutdown") == sorted(children), fired
 
 
 def test_gevent_pool_patches_first_and_raises_the_soft_limit(app, spawn) -> None:
