@@ -172,6 +172,7 @@ def test_activities_run_in_child_processes_and_workflows_in_one(client: Client, 
     os.kill(pool.pid, signal.SIGTERM)
     assert pool.wait_exit() == EXIT_OK, pool.output()
     assert {w.status for w in rows(client, queue)} == {"deregistered"}, pool.output()
+    assert "threads run in the parent before the fork" not in pool.output()  # loading a worker starts none
 
 
 def test_warm_stop_drains_every_child(client: Client, dev_server_session: Any, pools: List[Pool]) -> None:

@@ -292,3 +292,4 @@ class PreforkCommandProcessTests(CommandProcessTests):
         self.assertGreaterEqual(worker.output().count("recycled (max-tasks-per-child"), 3, worker.output())
         worker.proc.send_signal(signal.SIGTERM)
         self.assertEqual(worker.wait_exit(60), 0, worker.output())
+        self.assertNotIn("threads run in the parent before the fork", worker.output())
