@@ -124,12 +124,14 @@ def test_prefork_pool_runs_tasks_in_child_processes_and_recycles_them(app, spawn
     assert {w.status for w in rows} == {"deregistered"}
     assert {w.max_concurrent_activity_tasks for w in rows if w.supported_activity_types} == {1}
     # Celery's prefork signals: worker_init / worker_shutdown once in the parent, the process ones
-    # in every child (two task children, the canvas child and the replacements)
+    # in every child that started its workers: the two task children, the canvas child and at
+    # least one replacement (6 tasks, at most 2 per child); a replacement still starting when the
+    # SIGTERM came leaves before it sends any
     fired = [line.split() for line in worker.log.with_suffix(".signals").read_text().splitlines()]
     parent = str(worker.proc.pid)
     assert [name for name, pid in fired if pid == parent] == ["worker_init", "worker_shutdown"], fired
     children = [pid for name, pid in fired if name == "worker_process_init"]
-    assert parent not in children and len(set(children)) == len(children) >= 5, fired
+    assert parent not in children and len(set(children)) == len(children) >= 4, fired
     assert sorted(pid for name, pid in fired if name == "worker_process_shutdown") == sorted(children), fired
 
 
