@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from ...runtime.backend import POOL_ENV
@@ -33,6 +34,9 @@ from .roles import ChildSpec, Recycler, resident_bytes
 __all__ = ["REPORT_SECONDS", "child_main", "runtime_summary"]
 
 logger = logging.getLogger("sync_worker.prefork")
+
+#: The signals that stop a child (blocked by the parent around the fork: see child_main).
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGQUIT})
 
 #: How often a child tells the parent how it is.
 REPORT_SECONDS = 0.5
@@ -97,10 +101,16 @@ def _child(spec: ChildSpec, make_runtime: MakeRuntime, report_fd: int, parent_pi
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     # Until serve() installs its handlers, a stop signal is only noted (the parent's handlers were
-    # copied by the fork and would swallow it): a child stopped while it builds leaves at once.
+    # copied by the fork and would swallow it). The parent forked with the stop signals blocked, so
+    # one sent right after the fork waits, pending, for these handlers.
     early: List[int] = []
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
-        signal.signal(signum, lambda number, frame: early.append(number))
+
+    def note(number: int, frame: Any) -> None:
+        early.append(number)
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, note)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     for fd in close_fds:
         try:
             os.close(fd)
@@ -129,12 +139,28 @@ def _child(spec: ChildSpec, make_runtime: MakeRuntime, report_fd: int, parent_pi
         return EXIT_COLD_STOP if cold else EXIT_OK
     recycler.on_recycle = recycle
     report.start(runtime, parent_pid)
+    _redeliver_once_served(early, note)
     messages = ServeMessages(warm=f"prefork child {spec.tag} (pid {os.getpid()}): warm shutdown, draining",
                              cold=f"prefork child {spec.tag} (pid {os.getpid()}): cold stop")
     code = serve(runtime, log=logger, messages=messages)
     report.stop()
     report.send_now(runtime, final=True)
     return code
+
+
+def _redeliver_once_served(early: List[int], note: Any) -> None:
+    """Send ourselves again any stop signal noted after the check above, once serve() has put its own
+    handlers in place (a watcher thread: serve() installs them on this thread, then blocks)."""
+    def watch() -> None:
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            if signal.getsignal(signal.SIGTERM) is not note:
+                for signum in list(early):
+                    os.kill(os.getpid(), signum)
+                return
+            time.sleep(0.005)
+
+    threading.Thread(target=watch, name="sync-worker-prefork-signals", daemon=True).start()
 
 
 def _quiet_stop(runtime: Any, cold: bool = False) -> None:

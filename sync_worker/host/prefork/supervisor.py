@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
 from ..exits import EXIT_COLD_STOP, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK
-from .child import MakeRuntime, child_main
+from .child import STOP_SIGNALS, MakeRuntime, child_main
 from .roles import ACTIVITIES, WORKFLOWS, ChildSpec, Recycler
 from .status import ChildStatus, PoolHealthServer, PoolStatus
 
@@ -301,10 +301,16 @@ class PreforkPool:
         if self._health is not None:
             inherited.append(self._health.fileno())
         recycler = Recycler(max_tasks=self.max_tasks_per_child, max_memory_bytes=self.max_memory_per_child)
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            child_main(slot.spec(), self._make_runtime, report_fd=write_fd, parent_pid=os.getppid(),
-                       close_fds=inherited, recycler=recycler)
+        # Stop signals wait (pending) across the fork: the parent's after it, the child's until it
+        # has its own handlers (it unblocks them then).
+        previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            pid = os.fork()
+            if pid == 0:  # the child: never returns
+                child_main(slot.spec(), self._make_runtime, report_fd=write_fd, parent_pid=os.getppid(),
+                           close_fds=inherited, recycler=recycler)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
         os.close(write_fd)
         os.set_blocking(read_fd, False)
         slot.pid, slot.fd = pid, read_fd

@@ -186,6 +186,15 @@ def test_a_child_stopped_while_it_builds_its_worker_leaves_at_once(pools: List[P
     assert not pool.running()
 
 
+@pytest.mark.parametrize("attempt", range(3))
+def test_a_sigterm_right_after_a_fork_is_not_lost(pools: List[Pool], attempt: int) -> None:
+    # the children may not have their own handlers yet: the signal waits, blocked, across the fork
+    pool = start(pools, "ok")
+    pool.wait_for(r"prefork child a0\.0 started")
+    pool.signal(signal.SIGTERM)
+    assert pool.wait_exit() == EXIT_OK, pool.output()
+
+
 def test_a_child_that_cannot_build_its_worker_fails_the_pool(pools: List[Pool]) -> None:
     pool = start(pools, "build-fails")
     assert pool.wait_exit() == EXIT_FAILED, pool.output()
