@@ -265,7 +265,9 @@ class DevServer:
 
     ``DevServer(port=0, db=":memory:", token=None, namespaces=("default",), host="127.0.0.1")``;
     ``worker_token`` / ``control_token`` add the real server's role credentials (a worker token
-    cannot start or terminate workflows; a control token cannot poll);
+    cannot start or terminate workflows; a control token cannot poll); ``trace_context=True`` keeps
+    and hands back W3C trace-context carriers as the published SDK expects (the real server does not
+    yet, so it is off by default; ``devserver/trace_context.py``);
     use it as a context manager or call :meth:`start` / :meth:`stop`. :attr:`url` is the origin
     the SDK clients take (they add ``/api``).
     """
@@ -277,7 +279,8 @@ class DevServer:
                  tick_seconds: float = 0.05, heartbeat_interval_seconds: int = 60,
                  stale_after_seconds: int = 120, max_request_bytes: int = 4 * 1024 * 1024,
                  max_payload_bytes: int = 2 * 1024 * 1024, enforce_workflow_timeouts: bool = True,
-                 worker_token: Optional[str] = None, control_token: Optional[str] = None) -> None:
+                 worker_token: Optional[str] = None, control_token: Optional[str] = None,
+                 trace_context: bool = False) -> None:
         self.config = Config(
             namespaces=tuple(namespaces), token=token, worker_token=worker_token, control_token=control_token,
             long_poll_max_seconds=long_poll_max_seconds,
@@ -285,7 +288,8 @@ class DevServer:
             activity_task_lease_seconds=activity_task_lease_seconds, query_timeout_seconds=query_timeout_seconds,
             tick_seconds=tick_seconds, heartbeat_interval_seconds=heartbeat_interval_seconds,
             stale_after_seconds=stale_after_seconds, max_request_bytes=max_request_bytes,
-            max_payload_bytes=max_payload_bytes, enforce_workflow_timeouts=enforce_workflow_timeouts)
+            max_payload_bytes=max_payload_bytes, enforce_workflow_timeouts=enforce_workflow_timeouts,
+            trace_context=trace_context)
         self.host = host
         self.port = port
         self.db = db
