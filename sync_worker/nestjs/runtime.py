@@ -31,6 +31,7 @@ import uuid
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
 from ..cancel import CancelToken
+from ..instrumentation import run_step
 from ..runtime.admission import AdmissionGate, ConcurrencyOption, MemoryProbe, resolve_concurrency
 from ..runtime.backend import ConcurrencyBackend, backend_for_pool, default_pool
 from ..runtime.backoff import PollFailureBackoff
@@ -222,8 +223,8 @@ class NestjsSource:
 
         def body(inflight: InflightTask) -> str:
             try:
-                result = self.steps.process_task(delivery.task, heartbeat=lambda: self._beat(delivery),
-                                                 is_cancelled=self.owner.is_cancelled)
+                result = run_step(delivery.task, lambda task: self.steps.process_task(
+                    task, heartbeat=lambda: self._beat(delivery), is_cancelled=self.owner.is_cancelled))
                 if inflight.claim_report():
                     self._settle(delivery, result)
                 return "completed" if result.get("status") == "completed" else "failed"

@@ -121,6 +121,7 @@ def run_workflow_task(
     namespace: Optional[str] = None,
     sticky: Optional[StickyWorkflowCache] = None,
     build_id: Optional[str] = None,
+    observability_supported: bool = False,
 ) -> str:
     """Replay one leased workflow task and send its commands; returns the outcome name.
 
@@ -179,7 +180,7 @@ def run_workflow_task(
     try:
         outcome = chain(interceptors, "execute_workflow_task", execute, none_allowed=False)(
             WorkflowTaskInterceptorContext(worker_id=worker_id, task_queue=task_queue, task=task.raw,
-                                           namespace=namespace))
+                                           namespace=namespace, observability_supported=observability_supported))
     except WorkerShutdown:
         return "abandoned"
     except Exception as error:
@@ -239,6 +240,7 @@ def run_query_task(
     interceptors: Sequence[WorkerInterceptor] = (),
     task_queue: str = "",
     namespace: Optional[str] = None,
+    observability_supported: bool = False,
 ) -> str:
     """Answer one leased query task; returns the outcome name."""
     query_task_id, attempt = task.query_task_id, task.attempt
@@ -248,7 +250,7 @@ def run_query_task(
     try:
         outcome = chain(interceptors, "execute_query_task", execute, none_allowed=False)(
             QueryTaskInterceptorContext(worker_id=worker_id, task_queue=task_queue, task=task.raw,
-                                        namespace=namespace))
+                                        namespace=namespace, observability_supported=observability_supported))
         failure = getattr(outcome, "failure", None)
     except Exception as error:
         logger.exception("query task %s could not be executed", query_task_id)
