@@ -48,7 +48,7 @@ _local: Any = threading.local()
 _local_kind = "threads"
 
 
-def _install_local(kind: str, factory: Callable[[], Any]) -> None:
+def install_local(kind: str, factory: Callable[[], Any]) -> None:
     """Keep activity contexts in the task-local namespace of backend ``kind``.
 
     Only a different kind of backend replaces the namespace, so a second worker in the
@@ -246,6 +246,12 @@ def context() -> ActivityContext:
     return ctx
 
 
-def _set_context(ctx: Optional[ActivityContext]) -> None:
+def set_context(ctx: Optional[ActivityContext]) -> None:
+    """Make ``ctx`` what :func:`context` returns in this task (the runtime calls it around an activity)."""
     _local.context = ctx
 
+
+
+# The names the runtime used before they were public (kept for code that imported them).
+_install_local = install_local
+_set_context = set_context

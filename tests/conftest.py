@@ -26,6 +26,7 @@ SDK_MODULES = [
     "interop/test_sdk_control_plane.py",
     "interop/test_sdk_end_to_end.py",
     "interop/test_sdk_namespace_isolation.py",
+    "interop/test_sdk_names.py",
     "interop/test_sync_client_swap.py",
 ]
 SDK_INSTALLED = importlib.util.find_spec("durable_workflow") is not None

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # nestjs-durable interop peers (tests/interop/test_nestjs_*.py, bench/nestjs_steps.py):
 #   1. the real engine from npm, pinned by tests/interop/nestjs/package-lock.json (npm ci);
-#   2. the published asyncio durable-worker 0.26.1 (the control) in its own venv, /tmp/nestjs-venv.
+#   2. the published asyncio durable-worker 0.26.1 (the control) in its own venv, /tmp/nestjs-venv,
+#      with its redis, postgres, mysql and sqs extras.
 # Idempotent; prints the export line the tests read, chatter on stderr.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,10 +28,10 @@ if command -v npm >/dev/null 2>&1; then
 fi
 
 venv=${SYNC_WORKER_NESTJS_VENV:-/tmp/nestjs-venv}
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import durable_worker, bullmq, asyncpg, boto3" >/dev/null 2>&1; then
-  log "creating $venv with durable-worker[redis,postgres,sqs]==0.26.1"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import durable_worker, bullmq, asyncpg, aiomysql, boto3" >/dev/null 2>&1; then
+  log "creating $venv with durable-worker[redis,postgres,mysql,sqs]==0.26.1"
   python3 -m venv "$venv" >&2 && "$venv/bin/pip" install -q --disable-pip-version-check \
-    "durable-worker[redis,postgres,sqs]==0.26.1" >&2 || log "the control venv could not be made"
+    "durable-worker[redis,postgres,mysql,sqs]==0.26.1" >&2 || log "the control venv could not be made"
 fi
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import durable_worker" >/dev/null 2>&1; then
   echo "export SYNC_WORKER_NESTJS_CONTROL_PYTHON=$venv/bin/python"

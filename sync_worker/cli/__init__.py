@@ -19,6 +19,7 @@ _COMMANDS = {
     "devserver": "sync_worker.devserver.cli:devserver_command",
     "nestjs": "sync_worker.nestjs.cli:nestjs_command",
     "run": "sync_worker.worker.cli:run_command",
+    "replay": "sync_worker.cli.replay:replay_command",
     "workflow": "sync_worker.cli.workflow:workflow_group",
     "schedule": "sync_worker.cli.schedule:schedule_group",
     "namespace": "sync_worker.cli.namespace:namespace_group",

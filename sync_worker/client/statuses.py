@@ -27,7 +27,9 @@ def raise_for_status(status: int, body: object, *, route: str, operation: str = 
         return
     reason = _body_reason(body)
     cls: type[errors.ServerError] = errors.ServerError
-    if status == 401:
+    if operation == "schedule.list" and status in (400, 403, 409, 422):
+        cls = errors.ScheduleListError  # the published SDK's rule: a refused filter or cursor
+    elif status == 401:
         cls = errors.Unauthorized
     elif status == 403:
         cls = errors.Forbidden
@@ -49,6 +51,8 @@ def raise_for_status(status: int, body: object, *, route: str, operation: str = 
     elif status == 409:
         if reason in ("duplicate_not_allowed", "instance_already_started"):
             cls = errors.WorkflowAlreadyStarted
+        elif reason == "schedule_already_exists":
+            cls = errors.ScheduleAlreadyExists
         elif reason in _QUERY_409 or (reason == "run_not_active" and operation == "workflow.query"):
             cls = errors.QueryFailed
         elif reason in ("run_not_active", "request_id_conflict") and operation == "workflow.signal":

@@ -15,7 +15,7 @@ from .engine import Engine
 from .lifecycle import close_run
 from .payload_checks import check_payload
 from .store import Row
-from .util import TERMINAL_STATUSES, ApiError, iso, new_id, now, ordered_id
+from .util import TERMINAL_STATUSES, ApiError, iso, new_id, ordered_id
 from .validation import whole_duration
 
 _OPEN = ("ready", "leased", "backoff")
@@ -25,7 +25,7 @@ _TIMEOUT_KEYS = ("start_to_close", "schedule_to_start", "schedule_to_close", "he
 def schedule(engine: Engine, run: Row, *, sequence: int, activity_type: str, arguments: Any,
              task_queue: str, retry_policy: Optional[Dict[str, Any]], timeouts: Dict[str, Optional[int]],
              parallel: Dict[str, Any], standalone: bool = False) -> Row:
-    ts = now()
+    ts = engine.now()
     act: Row = {
         "execution_id": ordered_id("act"), "namespace": run["namespace"], "task_queue": task_queue,
         "run_id": run["run_id"], "workflow_id": run["workflow_id"], "state": "ready", "due_at": None,
@@ -94,7 +94,7 @@ def claim(engine: Engine, namespace: str, queue: str, worker_id: str,
                               (namespace, queue), "execution_id", "activity_type", activity_types)
     if act is None:
         return None
-    ts = now()
+    ts = engine.now()
     t = act["timeouts"] or {}
     act.update({"state": "leased", "attempt_number": act["attempt_number"] + 1, "attempt_id": new_id("attempt"),
                 "task_id": ordered_id("at"), "lease_owner": worker_id, "started_at": ts, "last_heartbeat_at": None,
@@ -162,7 +162,7 @@ def complete(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any])
         return stored
     act = _find_attempt(engine, namespace, task_id, body, "completion")
     check_payload(body.get("result"), "result", codec=body.get("payload_codec") or None)
-    act.update({"state": "done", "result": body.get("result"), "closed_at": now(), "due_at": None})
+    act.update({"state": "done", "result": body.get("result"), "closed_at": engine.now(), "due_at": None})
     engine.store.put("activities", act)
     _resolve(engine, act, "ActivityCompleted", {"result": body.get("result"), "payload_codec": "avro"})
     receipt = {"outcome": "completed", "task_id": task_id, "activity_attempt_id": act["attempt_id"], "reason": None}
@@ -197,7 +197,7 @@ def heartbeat(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]
                 "can_continue": False, "reason": reasons.RUN_CLOSED, "stop_reason": act.get("cancel_reason"),
                 "heartbeat_recorded": False}
     act = _find_attempt(engine, namespace, task_id, body, "heartbeat")
-    act["last_heartbeat_at"] = now()
+    act["last_heartbeat_at"] = engine.now()
     if isinstance(body.get("details"), dict):
         act["heartbeat_details"] = body["details"]
     _recompute_due(engine, act)
@@ -219,7 +219,7 @@ def retry_or_fail(engine: Engine, act: Row, failure: Dict[str, Any], timeout_kin
     failure_type = failure.get("type")
     non_retryable = bool(failure.get("non_retryable")) or (failure_type in non_retryable_types) \
         or timeout_kind in ("schedule_to_start", "schedule_to_close")
-    ts = now()
+    ts = engine.now()
     if not non_retryable and (max_attempts is None or act["attempt_number"] < max_attempts):
         backoffs = (policy or {}).get("backoff_seconds") or []
         index = min(act["attempt_number"] - 1, len(backoffs) - 1)
@@ -286,7 +286,7 @@ def _resolve(engine: Engine, act: Row, event_type: str, extra: Dict[str, Any]) -
 
 def on_due(engine: Engine, act: Row) -> None:
     """The scheduler found ``act`` due: end backoff, or time out an attempt or the execution."""
-    ts = now()
+    ts = engine.now()
     t = act["timeouts"] or {}
     if t.get("schedule_to_close") and ts >= act["scheduled_at"] + t["schedule_to_close"]:
         retry_or_fail(engine, act, {"message": "activity schedule-to-close timeout", "type": "ActivityTimedOut"},

@@ -14,7 +14,9 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Type, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..protocol.versions import WORKER_PROTOCOL_VERSION
+from . import quiescence
 from .admission import PROTOCOL_HEADER, admit
+from .clock import Clock, SystemClock
 from .encoding import encode_body
 from .engine import Config, Engine
 from .payload_checks import plain_json_arguments
@@ -269,7 +271,9 @@ class DevServer:
     and hands back W3C trace-context carriers as the published SDK expects (the real server does not
     yet, so it is off by default; ``devserver/trace_context.py``);
     use it as a context manager or call :meth:`start` / :meth:`stop`. :attr:`url` is the origin
-    the SDK clients take (they add ``/api``).
+    the SDK clients take (they add ``/api``). ``clock`` is the server's one clock
+    (:class:`~sync_worker.devserver.clock.SystemClock` by default; the time-skipping test
+    environment passes a :class:`~sync_worker.devserver.clock.VirtualClock`).
     """
 
     def __init__(self, port: int = 0, db: str = ":memory:", token: Optional[str] = None,
@@ -280,7 +284,8 @@ class DevServer:
                  stale_after_seconds: int = 120, max_request_bytes: int = 4 * 1024 * 1024,
                  max_payload_bytes: int = 2 * 1024 * 1024, enforce_workflow_timeouts: bool = True,
                  worker_token: Optional[str] = None, control_token: Optional[str] = None,
-                 trace_context: bool = False) -> None:
+                 clock: Optional[Clock] = None, trace_context: bool = False) -> None:
+        self.clock: Clock = clock if clock is not None else SystemClock()
         self.config = Config(
             namespaces=tuple(namespaces), token=token, worker_token=worker_token, control_token=control_token,
             long_poll_max_seconds=long_poll_max_seconds,
@@ -315,7 +320,7 @@ class DevServer:
         with self._lock:
             if self._httpd is not None:
                 return self
-            engine = Engine(self.config, self.db)
+            engine = Engine(self.config, self.db, self.clock)
             routes = Routes(engine, QueryBroker(engine))
             httpd = _HTTPServer((self.host, self.port), routes)
             self.port = int(httpd.server_address[1])
@@ -349,6 +354,26 @@ class DevServer:
             self._httpd = None
             self._engine = None
             log.info("dev server on port %s stopped", self.port)
+
+    # -- what the time-skipping environment asks (sync_worker.testing) ----------------------
+    def busy_reason(self) -> Optional[str]:
+        """Why some worker holds or could take work right now, or ``None`` (see ``quiescence``)."""
+        httpd = self._httpd
+        if httpd is None:
+            raise RuntimeError("DevServer is not started")
+        return quiescence.busy_reason(httpd.routes.engine, httpd.routes.broker.in_flight())
+
+    def next_due(self) -> Optional[float]:
+        """The next deadline the server acts on by itself (epoch seconds on its clock), or ``None``."""
+        return quiescence.next_due(self.engine)
+
+    def fire_due(self) -> None:
+        """Act on everything due on the server's clock now, in this thread (then wake the scheduler)."""
+        scheduler = self._scheduler
+        if scheduler is None:
+            raise RuntimeError("DevServer is not started")
+        scheduler.tick()
+        scheduler.poke()
 
     def __enter__(self) -> DevServer:
         return self.start()

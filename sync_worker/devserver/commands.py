@@ -9,7 +9,7 @@ from .engine import Engine
 from .lifecycle import close_run
 from .payload_checks import check_payload
 from .store import Row
-from .util import ApiError, iso, new_id, now
+from .util import ApiError, iso, new_id
 
 SUPPORTED_COMMANDS = (
     "complete_workflow", "fail_workflow", "continue_as_new", "schedule_activity", "start_timer",
@@ -143,7 +143,7 @@ def _start_timer(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
     seq = _next_seq(run)
     fields = engine.parallel_fields(cmd)
     delay = max(0, int(cmd["delay_seconds"]))
-    fire_at = now() + delay
+    fire_at = engine.now() + delay
     timer = {"timer_id": new_id("timer"), "namespace": run["namespace"], "run_id": run["run_id"],
              "state": "pending", "fire_at": fire_at, "sequence": seq, "delay_seconds": delay,
              "timer_kind": None, "parallel": fields}
@@ -248,7 +248,7 @@ def _open_wait(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
     if cmd.get("timeout_seconds") is not None:
         delay = max(0, int(cmd["timeout_seconds"]))
         timer = {"timer_id": new_id("timer"), "namespace": run["namespace"], "run_id": run["run_id"],
-                 "state": "pending", "fire_at": now() + delay, "sequence": seq, "delay_seconds": delay,
+                 "state": "pending", "fire_at": engine.now() + delay, "sequence": seq, "delay_seconds": delay,
                  "timer_kind": "condition_timeout", "condition_wait_id": wait["condition_wait_id"],
                  "condition_key": wait.get("condition_key"), "parallel": {}}
         engine.store.put("timers", timer)

@@ -102,12 +102,17 @@ def list_workflows(engine: Engine, namespace: str, query: Dict[str, str]) -> Dic
     size = max(1, min(int(query.get("page_size") or 100), 1000)) if (query.get("page_size") or "1").isdigit() else 100
     offset = parse_page_token(query.get("next_page_token"))
     rows: List[Dict[str, Any]] = []
+    # ``query``: the workflow id or business key contains it, as the server's WorkflowController@index
+    # matches (a LIKE '%term%' on workflow_instance_id or business_key; blank means no filter).
+    term = (query.get("query") or "").strip()
     for run in engine.store.select("runs", "namespace = ? AND is_current = 1", (namespace,), order="created_order"):
         if run.get("kind") != "workflow":
             continue
         if query.get("workflow_type") and run["workflow_type"] != query["workflow_type"]:
             continue
         if query.get("status") and run["status"] != query["status"]:
+            continue
+        if term and term not in run["workflow_id"] and term not in str(run.get("business_key") or ""):
             continue
         rows.append(run_view(engine, run, full=False))
     page = rows[offset:offset + size]

@@ -18,7 +18,7 @@ from .commands import SUPPORTED_COMMANDS
 from .encoding import PreEncoded
 from .engine import Engine
 from .schedule_input import OVERLAP_POLICIES
-from .util import iso, now
+from .util import iso
 
 MINIMUM_WORKER_PROTOCOL_MINOR = minor_of(MINIMUM_WORKER_PROTOCOL_VERSION)
 SERVER_VERSION = "sync-worker-devserver/1"
@@ -86,7 +86,7 @@ def cluster_info(engine: Engine, namespace: str) -> Dict[str, Any]:
     return {
         "version": SERVER_VERSION,
         "server_version": SERVER_VERSION,
-        "server_time": iso(now()),
+        "server_time": iso(engine.now()),
         "namespace": {"name": namespace},
         "control_plane": {
             "version": CONTROL_PLANE_VERSION,

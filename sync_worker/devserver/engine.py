@@ -12,12 +12,13 @@ import logging
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from . import namespaces
+from .clock import Clock, SystemClock
 from .store import Row, Store
 from .stranded import StrandedTypes
-from .util import TERMINAL_STATUSES, ApiError, iso, new_id, now
+from .util import TERMINAL_STATUSES, ApiError, iso, new_id
 
 log = logging.getLogger("sync_worker.devserver")
 
@@ -48,8 +49,13 @@ class Config:
 class Engine:
     """Shared state plus the primitives the route handlers and the scheduler build on."""
 
-    def __init__(self, config: Config, db: str) -> None:
+    def __init__(self, config: Config, db: str, clock: Optional[Clock] = None) -> None:
         self.config = config
+        #: The server's one clock (``clock``); ``now()`` is ``time.time`` itself on the real clock.
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.now: Callable[[], float] = self.clock.time
+        #: Called after every committed transaction when set (the time-skipping environment's wake-up).
+        self.on_commit: Optional[Callable[[], None]] = None
         self.lock = threading.RLock()
         self.store = Store(db, self.lock)
         self.stopping = False
@@ -71,6 +77,8 @@ class Engine:
                 self.store.end(False)
                 raise
             self.store.end(True)
+            if self.on_commit is not None:
+                self.on_commit()
 
     def condition(self, namespace: str, kind: str, queue: str) -> threading.Condition:
         key = (namespace, kind, queue)
@@ -125,8 +133,7 @@ class Engine:
         """
         with self.lock:
             if self._last_order is None:
-                cur = self.store._conn.execute("SELECT COALESCE(MAX(created_order), 0) FROM runs")
-                self._last_order = int(cur.fetchone()[0])
+                self._last_order = self.store.max_value("runs", "created_order")
             self._last_order += 1
             return self._last_order
 
@@ -138,7 +145,7 @@ class Engine:
                    run_number: int = 1, extra: Optional[Dict[str, Any]] = None,
                    run_id: Optional[str] = None) -> Row:
         """Create a run, record its first events and (for workflow runs) queue its first task."""
-        ts = now()
+        ts = self.now()
         for older in self.store.select("runs", "namespace = ? AND workflow_id = ? AND is_current = 1",
                                        (namespace, workflow_id)):
             older["is_current"] = 0
@@ -194,7 +201,7 @@ class Engine:
     def append(self, run: Row, event_type: str, payload: Dict[str, Any]) -> Row:
         seq = self.store.event_count(run["run_id"]) + 1
         event: Row = {"id": f"{run['run_id']}-e{seq}", "sequence": seq, "event_type": event_type,
-                      "recorded_at": iso(now()), "payload": payload}
+                      "recorded_at": iso(self.now()), "payload": payload}
         self.store.add_event(run["run_id"], seq, event)
         return event
 
@@ -217,7 +224,7 @@ class Engine:
             if task is not None and task["state"] == "leased":
                 run["dirty"] = True
                 return
-        ts = now()
+        ts = self.now()
         task = {"task_id": new_id("wft"), "namespace": run["namespace"], "task_queue": run["task_queue"],
                 "run_id": run["run_id"], "workflow_type": run["workflow_type"], "state": "ready", "due_at": ts,
                 "attempt": 1, "lease_owner": None, "lease_expires_at": None, "poll_request_id": None, "created_at": ts}

@@ -6,7 +6,7 @@ from typing import Any, Dict, Optional
 
 from .engine import Engine
 from .store import Row
-from .util import TERMINAL_STATUSES, iso, now
+from .util import TERMINAL_STATUSES, iso
 
 _CHILD_EVENT = {
     "completed": "ChildRunCompleted",
@@ -26,7 +26,7 @@ def close_run(engine: Engine, run: Row, status: str, event_type: Optional[str],
     the new run). ``open_work=False`` is for a caller that knows the run has no pending timer
     and no open activity (a standalone activity's host run closing with its one activity).
     """
-    ts = now()
+    ts = engine.now()
     pending_timers = engine.store.select("timers", "run_id = ? AND state = 'pending'",
                                          (run["run_id"],)) if open_work else []
     for timer in pending_timers:

@@ -19,7 +19,7 @@ from ..payloads import FINGERPRINT_HEX
 from . import messages
 from .engine import Engine
 from .store import Row
-from .util import TERMINAL_STATUSES, ApiError, iso, new_id, now
+from .util import TERMINAL_STATUSES, ApiError, iso, new_id
 
 EXPORT_SCHEMA = "durable-workflow.v2.history-export"
 
@@ -87,7 +87,7 @@ def export(engine: Engine, namespace: str, workflow_id: str, run_id: str) -> Dic
             failures.append({"sequence": event["sequence"], "type": event["event_type"], **event["payload"]})
     closed = run["status"] in TERMINAL_STATUSES
     current = engine.current_run(namespace, workflow_id)
-    exported_at = iso(now())
+    exported_at = iso(engine.now())
     last_seq = events[-1]["sequence"] if events else 0
     bundle: Dict[str, Any] = {
         "schema": EXPORT_SCHEMA, "schema_version": 1, "exported_at": exported_at,
@@ -154,7 +154,7 @@ def archive(engine: Engine, namespace: str, workflow_id: str, body: Dict[str, An
         raise ApiError(409, "run_not_closed", f"workflow {workflow_id} is still open; only closed runs archive",
                        workflow_id=workflow_id, run_id=run["run_id"], control_plane={"operation": "archive"})
     if not run.get("archived_at"):
-        run["archived_at"] = now()
+        run["archived_at"] = engine.now()
         run["archive_reason"] = reason
         engine.save_run(run)
     return _receipt(run, "archived", reason=reason, archived_at=iso(run["archived_at"]))

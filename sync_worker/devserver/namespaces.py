@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from .store import Row
-from .util import ApiError, iso, now
+from .util import ApiError, iso
 
 if TYPE_CHECKING:  # the engine imports this module for its fences
     from .engine import Engine
@@ -66,7 +66,7 @@ def refresh(engine: Engine) -> None:
 def bootstrap(engine: Engine) -> None:
     """Make sure every configured namespace exists (a restarted file database keeps its own)."""
     with engine.tx():
-        ts = now()
+        ts = engine.now()
         for name in engine.config.namespaces or ("default",):
             key = name.lower()
             if engine.store.get("namespaces", key) is None:
@@ -99,7 +99,7 @@ def create(engine: Engine, body: Dict[str, Any]) -> Dict[str, Any]:
     retention = _retention(body)
     if engine.store.get("namespaces", name) is not None:
         raise ApiError(409, "namespace_already_exists", f"namespace {name!r} already exists", namespace=name)
-    ts = now()
+    ts = engine.now()
     row: Row = {"name": name, "status": "active", "description": description,
                 "retention_days": retention or DEFAULT_RETENTION_DAYS, "created_at": ts, "updated_at": ts}
     engine.store.put("namespaces", row)
@@ -115,7 +115,7 @@ def update(engine: Engine, name: str, body: Dict[str, Any]) -> Dict[str, Any]:
         row["description"] = description
     if retention is not None:
         row["retention_days"] = retention
-    row["updated_at"] = now()
+    row["updated_at"] = engine.now()
     engine.store.put("namespaces", row)
     return view(row)
 

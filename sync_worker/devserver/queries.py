@@ -9,14 +9,15 @@ from typing import Any, Deque, Dict, Optional, Sequence, Tuple
 from ..protocol import reasons
 from .engine import Engine
 from .store import Row
-from .util import ApiError, iso, new_id, now
+from .util import ApiError, iso, new_id
 
 _KNOWN_409 = ("query_rejected", "query_workflow_state_unavailable", "query_payload_decode_failed",
               "query_workflow_type_not_registered", "query_result_encode_failed", "query_result_completion_failed")
 
 
 class _QueryTask:
-    def __init__(self, namespace: str, run: Row, name: str, arguments: Any, deadline: float) -> None:
+    def __init__(self, namespace: str, run: Row, name: str, arguments: Any, admitted_at: float,
+                 deadline: float) -> None:
         self.query_task_id = new_id("qt")
         self.namespace = namespace
         self.run_id = run["run_id"]
@@ -25,7 +26,7 @@ class _QueryTask:
         self.name = name
         self.arguments = arguments
         self.deadline = deadline  # wall clock: lease_expires_at for the worker
-        self.admitted_at = now()
+        self.admitted_at = admitted_at
         self.state = "queued"
         self.lease_owner: Optional[str] = None
         self.outcome: Optional[Dict[str, Any]] = None
@@ -40,7 +41,8 @@ class QueryBroker:
 
     def ask(self, namespace: str, run: Row, name: str, arguments: Any) -> Dict[str, Any]:
         timeout = self.engine.config.query_timeout_seconds
-        task = _QueryTask(namespace, run, name, arguments, now() + timeout)
+        admitted = self.engine.now()
+        task = _QueryTask(namespace, run, name, arguments, admitted, admitted + timeout)
         with self.engine.lock:
             self._by_id[task.query_task_id] = task
             self._queued.setdefault((namespace, task.queue), deque()).append(task)
@@ -68,6 +70,11 @@ class QueryBroker:
             raise ApiError(404, "rejected_unknown_query", message, **extra)
         raise ApiError(409, reason if reason in _KNOWN_409 else "query_rejected", message, **extra)
 
+    def in_flight(self) -> int:
+        """Queries asked and not answered yet (queued or leased to a worker)."""
+        with self.engine.lock:
+            return len(self._by_id)
+
     def claim(self, namespace: str, queue: str, worker_id: str,
               workflow_types: Optional[Sequence[str]] = None) -> Optional[Dict[str, Any]]:
         """Lease the next live query on ``queue`` of a workflow type the worker registered (``None``: any).
@@ -79,7 +86,7 @@ class QueryBroker:
         if not pending:
             return None
         allowed = None if workflow_types is None else set(workflow_types)
-        ts = now()
+        ts = self.engine.now()
         for stale in [t for t in pending if t.done.is_set() or t.deadline <= ts + 0.2]:
             pending.remove(stale)
         for task in list(pending):
@@ -95,7 +102,7 @@ class QueryBroker:
                 "query_task_id": task.query_task_id, "query_task_attempt": 1, "lease_owner": worker_id,
                 "task_queue": queue, "namespace": namespace, "lease_expires_at": iso(task.deadline),
                 "query_admitted_at": iso(task.admitted_at), "query_deadline_at": iso(task.deadline),
-                "server_time": iso(now()), "workflow_type": run["workflow_type"], "query_name": task.name,
+                "server_time": iso(self.engine.now()), "workflow_type": run["workflow_type"], "query_name": task.name,
                 "payload_codec": "avro", "workflow_arguments": run["input"], "query_arguments": task.arguments,
                 "history_events": self.engine.history(run["run_id"]), "workflow_id": run["workflow_id"],
                 "run_id": run["run_id"],
@@ -114,7 +121,7 @@ class QueryBroker:
             raise ApiError(409, reasons.LEASE_OWNER_MISMATCH, f"query task {query_task_id} is leased to another worker")
         if body.get("query_task_attempt", 1) != 1:
             raise ApiError(409, "query_task_attempt_mismatch", "query_task_attempt does not match")
-        if task.deadline <= now():
+        if task.deadline <= self.engine.now():
             raise ApiError(409, "query_task_timed_out", f"query task {query_task_id} timed out")
         return task
 

@@ -13,7 +13,7 @@ from . import activities, control, operator_routes, routing, streams, tasks, upd
 from .discovery import cluster_info, server_capabilities
 from .engine import Engine
 from .queries import QueryBroker
-from .util import ApiError, iso, now, require_str
+from .util import ApiError, iso, require_str
 
 
 @dataclass
@@ -94,7 +94,7 @@ class Routes:
                             stored = engine.store.get("kv", f"{req.namespace}\0poll\0{kind}\0{poll_id}")
                             again = replay(stored, worker_id) if stored is not None else None
                             if again is not None:
-                                return {"task": again, **envelope, "server_time": iso(now())}
+                                return {"task": again, **envelope, "server_time": iso(engine.now())}
                     else:  # after a wait the worker may have deregistered (or registered again)
                         worker = workers.lookup(engine, req.namespace, worker_id)
                         leasable = worker is None or worker["status"] == "active"
@@ -104,17 +104,17 @@ class Routes:
                     types = routing.types_for(worker, kind)
                     refusal = routing.poll_refusal(kind, types)
                     if refusal is not None:
-                        return {**refusal, **envelope, "server_time": iso(now())}
+                        return {**refusal, **envelope, "server_time": iso(engine.now())}
                     task = claim(queue, worker_id, page_size, types)
                     if task is not None and isinstance(poll_id, str) and replay is not None:
                         engine.store.put("kv", {"key": f"{req.namespace}\0poll\0{kind}\0{poll_id}",
                                                 "namespace": req.namespace, "kind": "poll", "ref": task["task_id"],
                                                 "attempt": task.get("workflow_task_attempt")})
                 if task is not None:
-                    return {"task": task, **envelope, "server_time": iso(now())}
+                    return {"task": task, **envelope, "server_time": iso(engine.now())}
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return {"task": None, "poll_status": "timeout", **envelope, "server_time": iso(now())}
+                    return {"task": None, "poll_status": "timeout", **envelope, "server_time": iso(engine.now())}
                 cond.wait(remaining)
 
 
@@ -124,13 +124,13 @@ def _json(status: int, body: Any) -> Tuple[int, Any]:
 
 # -- discovery ---------------------------------------------------------------------------------
 def _health(r: Routes, req: Request) -> Tuple[int, Any]:
-    return 200, {"status": "serving", "timestamp": iso(now())}
+    return 200, {"status": "serving", "timestamp": iso(r.engine.now())}
 
 
 def _ready(r: Routes, req: Request) -> Tuple[int, Any]:
     with r.engine.lock:
         r.engine.store.count("runs")
-    return 200, {"status": "ready", "timestamp": iso(now()), "namespaces": list(r.engine.namespaces)}
+    return 200, {"status": "ready", "timestamp": iso(r.engine.now()), "namespaces": list(r.engine.namespaces)}
 
 
 def _cluster_info(r: Routes, req: Request) -> Tuple[int, Any]:

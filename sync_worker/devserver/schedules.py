@@ -30,7 +30,7 @@ from .schedule_input import (
 )
 from .schedule_views import detail, list_item, snapshot
 from .store import Row
-from .util import TERMINAL_STATUSES, ApiError, iso, now, page_token, parse_page_token
+from .util import TERMINAL_STATUSES, ApiError, iso, page_token, parse_page_token
 
 _RECENT_ACTIONS = 10
 _BUFFER_RECHECK_SECONDS = 0.2
@@ -57,7 +57,7 @@ def _record(engine: Engine, row: Row, event_type: str, payload: Dict[str, Any],
             workflow_id: Optional[str] = None, run_id: Optional[str] = None) -> None:
     row["history_seq"] = int(row.get("history_seq") or 0) + 1
     seq = row["history_seq"]
-    event = {"id": f"{row['ulid']}-e{seq}", "sequence": seq, "event_type": event_type, "recorded_at": iso(now()),
+    event = {"id": f"{row['ulid']}-e{seq}", "sequence": seq, "event_type": event_type, "recorded_at": iso(engine.now()),
              "workflow_instance_id": workflow_id, "workflow_run_id": run_id,
              "payload": {**payload, "schedule": snapshot(row)}}
     engine.store.put("schedule_events", {"key": f"{row['key']}\0{seq:012d}", "namespace": row["namespace"],
@@ -89,7 +89,7 @@ def _query_int(query: Dict[str, str], key: str, default: int, *, minimum: int) -
 
 
 # -- timing --------------------------------------------------------------------------------------
-def _plan_next(row: Row, after: float) -> None:
+def _plan_next(engine: Engine, row: Row, after: float) -> None:
     """Set the next occurrence (what describe reports) and the jittered moment it fires."""
     if row["state"] != "active":
         row["next_occurrence"], row["due_at"] = None, None
@@ -98,14 +98,14 @@ def _plan_next(row: Row, after: float) -> None:
         jitter = int(row.get("jitter_seconds") or 0)
         row["next_occurrence"] = occurrence
         row["due_at"] = None if occurrence is None else occurrence + (_rng.uniform(0, jitter) if jitter else 0.0)
-    _index_wake(row)
+    _index_wake(engine, row)
 
 
-def _index_wake(row: Row) -> None:
+def _index_wake(engine: Engine, row: Row) -> None:
     """The indexed wake-up time: the due occurrence, or soon if a buffered fire waits."""
     wake = row.get("due_at") if row["state"] == "active" else None
     if row["state"] == "active" and row.get("buffered"):
-        recheck = now() + _BUFFER_RECHECK_SECONDS
+        recheck = engine.now() + _BUFFER_RECHECK_SECONDS
         wake = recheck if wake is None else min(wake, recheck)
     row["next_fire_at"] = wake
 
@@ -119,7 +119,7 @@ def create(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict[str, An
     if existing is not None and existing["state"] != "deleted":
         raise ApiError(409, "schedule_already_exists",
                        f"Schedule [{schedule_id}] already exists in namespace [{namespace}].", schedule_id=schedule_id)
-    ts = now()
+    ts = engine.now()
     paused = bool(fields.pop("paused", False))
     row: Row = {
         "key": key, "namespace": namespace, "schedule_id": schedule_id, "ulid": f"sch-{uuid.uuid4().hex}",
@@ -131,7 +131,7 @@ def create(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict[str, An
         "overlap_policy": "skip", "jitter_seconds": 0, "max_runs": None, "memo": None, "search_attributes": None,
         "note": None, **fields,
     }
-    _plan_next(row, ts)
+    _plan_next(engine, row, ts)
     _record(engine, row, "ScheduleCreated", {"spec": row["spec"], "action": row["action"],
                                              "overlap_policy": row["overlap_policy"],
                                              "next_fire_at": iso(row["next_occurrence"])})
@@ -178,8 +178,8 @@ def update(engine: Engine, namespace: str, schedule_id: str, body: Dict[str, Any
         raise ApiError(422, "validation_failed", "max_runs must exceed the fires already made",
                        errors={"max_runs": ["must exceed fires_count"]},
                        validation_errors={"max_runs": ["must exceed fires_count"]})
-    row["updated_at"] = now()
-    _plan_next(row, row["updated_at"])
+    row["updated_at"] = engine.now()
+    _plan_next(engine, row, row["updated_at"])
     _record(engine, row, "ScheduleUpdated", {"fields": changed, "changed_fields": changed})
     engine.store.put("schedules", row)
     return {"namespace": namespace, "schedule_id": schedule_id, "outcome": "updated",
@@ -200,7 +200,7 @@ def set_paused(engine: Engine, namespace: str, schedule_id: str, body: Dict[str,
     """
     row = _require(engine, namespace, schedule_id)
     note = optional_note(body)
-    ts = now()
+    ts = engine.now()
     if not paused and row["state"] != "paused":
         return {"namespace": namespace, "schedule_id": schedule_id, "outcome": "resumed", "paused": False,
                 "note": row.get("note"), "resumed_at": None}
@@ -209,7 +209,7 @@ def set_paused(engine: Engine, namespace: str, schedule_id: str, body: Dict[str,
     row["state"] = "paused" if paused else "active"
     row["paused_at"] = ts if paused else None
     row["updated_at"] = ts
-    _plan_next(row, ts)
+    _plan_next(engine, row, ts)
     if paused:
         _record(engine, row, "SchedulePaused", {"paused_at": iso(ts), "reason": note, "note": note})
     else:
@@ -229,16 +229,29 @@ def delete(engine: Engine, namespace: str, schedule_id: str) -> Dict[str, Any]:
 
 
 def _mark_deleted(engine: Engine, row: Row, reason: str) -> None:
-    ts = now()
+    ts = engine.now()
     row.update({"state": "deleted", "deleted_at": ts, "updated_at": ts, "buffered": []})
     if reason == "max_runs_exhausted":
         row["remaining_actions_exhausted"] = True
-    _plan_next(row, ts)
+    _plan_next(engine, row, ts)
     _record(engine, row, "ScheduleDeleted", {"reason": reason, "deleted_at": iso(ts)})
     engine.store.put("schedules", row)
 
 
 # -- firing --------------------------------------------------------------------------------------
+def next_change(engine: Engine, row: Row) -> Optional[float]:
+    """When the clock alone next changes this schedule (the caller holds the lock).
+
+    ``next_fire_at`` but for a buffered fire behind a run that is still open: that waits for the
+    run (its close is not a clock event), so only the next occurrence counts.
+    """
+    if row.get("buffered") and _running_run(engine, row) is not None:
+        due = row.get("due_at") if row["state"] == "active" else None
+        return float(due) if due is not None else None
+    wake = row.get("next_fire_at")
+    return float(wake) if wake is not None else None
+
+
 def _running_run(engine: Engine, row: Row) -> Optional[Row]:
     latest = row.get("latest_workflow_instance_id")
     if not latest:
@@ -248,7 +261,7 @@ def _running_run(engine: Engine, row: Row) -> Optional[Row]:
 
 
 def _skip(engine: Engine, row: Row, reason: str) -> Dict[str, Any]:
-    ts = now()
+    ts = engine.now()
     row["skipped_trigger_count"] = int(row.get("skipped_trigger_count") or 0) + 1
     row.update({"last_skip_reason": reason, "last_skipped_at": ts, "updated_at": ts})
     _record(engine, row, "ScheduleTriggerSkipped", {"reason": reason, "skipped_trigger_count":
@@ -270,7 +283,7 @@ def _start(engine: Engine, row: Row, occurrence: Optional[float], policy: str, o
                             "memo": row.get("memo"), "search_attributes": row.get("search_attributes"),
                             "execution_timeout_seconds": action.get("execution_timeout_seconds"),
                             "run_timeout_seconds": action.get("run_timeout_seconds")}
-    ts = now()
+    ts = engine.now()
     try:
         started = control.start_workflow(engine, row["namespace"], {k: v for k, v in body.items() if v is not None})
     except ApiError as exc:
@@ -310,7 +323,7 @@ def _fire(engine: Engine, row: Row, occurrence: Optional[float], policy: str) ->
             if len(row.get("buffered") or []) >= BUFFER_LIMITS[policy]:
                 skipped = _skip(engine, row, "buffer_full")
                 return {**skipped, "outcome": "buffer_full"}
-            entry = {"occurrence_time": iso(occurrence), "overlap_policy": policy, "buffered_at": iso(now())}
+            entry = {"occurrence_time": iso(occurrence), "overlap_policy": policy, "buffered_at": iso(engine.now())}
             row["buffered"] = [*(row.get("buffered") or []), entry]
             return {"schedule_id": row["schedule_id"], "outcome": "buffered", "buffer_depth": len(row["buffered"])}
         if policy == "cancel_other":
@@ -333,7 +346,7 @@ def trigger(engine: Engine, namespace: str, schedule_id: str, body: Dict[str, An
     else:
         result = _fire(engine, row, None, policy)
     if row["state"] != "deleted":
-        _index_wake(row)
+        _index_wake(engine, row)
         engine.store.put("schedules", row)
     return {"namespace": namespace, **result}
 
@@ -353,7 +366,7 @@ def backfill(engine: Engine, namespace: str, schedule_id: str, body: Dict[str, A
         item = {"fire_time": iso(occurrence), **{k: v for k, v in fired.items() if k != "schedule_id"}}
         results.append(item)
     if row["state"] != "deleted":
-        _index_wake(row)
+        _index_wake(engine, row)
         engine.store.put("schedules", row)
     return {"namespace": namespace, "schedule_id": schedule_id, "outcome": "accepted",
             "fires_attempted": len(results), "results": results}
@@ -368,7 +381,7 @@ def due(engine: Engine, ts: float) -> List[str]:
 def on_due(engine: Engine, key: str) -> Optional[Tuple[str, str]]:
     """Fire one due schedule (caller holds a transaction): a buffered action first, else the occurrence."""
     row = engine.store.get("schedules", key)
-    ts = now()
+    ts = engine.now()
     if row is None or row["state"] != "active" or row.get("next_fire_at") is None or row["next_fire_at"] > ts:
         return None
     if row.get("buffered") and _running_run(engine, row) is None:
@@ -383,7 +396,7 @@ def on_due(engine: Engine, key: str) -> Optional[Tuple[str, str]]:
         _fire(engine, row, row.get("next_occurrence"), row["overlap_policy"])
         if row["state"] == "deleted":
             return row["namespace"], row["schedule_id"]
-        _plan_next(row, ts)
-    _index_wake(row)
+        _plan_next(engine, row, ts)
+    _index_wake(engine, row)
     engine.store.put("schedules", row)
     return row["namespace"], row["schedule_id"]

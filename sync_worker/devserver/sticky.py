@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 from .store import Row
-from .util import now
 
 __all__ = ["forget", "note_completion", "sticky_offset"]
 
@@ -26,7 +25,7 @@ def _int(value: Any) -> Optional[int]:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def note_completion(run: Row, task: Row, body: Dict[str, Any], event_count: int) -> None:
+def note_completion(run: Row, task: Row, body: Dict[str, Any], event_count: int, ts: float) -> None:
     """Remember (or forget) the completing worker's sticky claim; the caller saves ``run``."""
     claim = body.get("sticky_cache")
     if (not isinstance(claim, dict) or claim.get("worker_id") != task.get("lease_owner")
@@ -39,19 +38,19 @@ def note_completion(run: Row, task: Row, body: Dict[str, Any], event_count: int)
         run.pop("sticky", None)
         return
     run["sticky"] = {"worker_id": task["lease_owner"], "sequence": sequence,
-                     "expires_at": now() + max(1, min(ttl, _MAX_TTL))}
+                     "expires_at": ts + max(1, min(ttl, _MAX_TTL))}
 
 
 def forget(run: Row) -> None:
     run.pop("sticky", None)
 
 
-def sticky_offset(task: Row, run: Row, event_count: int) -> Tuple[int, Optional[str]]:
+def sticky_offset(task: Row, run: Row, event_count: int, ts: float) -> Tuple[int, Optional[str]]:
     """``(first event offset, sticky_replay_mode)`` for rendering the run's next task."""
     claim = run.get("sticky")
     if not isinstance(claim, dict):
         return 0, None
-    live = float(claim.get("expires_at") or 0) > now()
+    live = float(claim.get("expires_at") or 0) > ts
     sequence = _int(claim.get("sequence")) or 0
     if (live and claim.get("worker_id") == task.get("lease_owner") and not task.get("workflow_update_id")
             and 0 < sequence <= event_count):

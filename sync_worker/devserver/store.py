@@ -266,6 +266,17 @@ class Store:
         cur = self._conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}", tuple(params))
         return int(cur.fetchone()[0])
 
+    def max_value(self, table: str, column: str) -> int:
+        """The largest integer ``column`` of ``table`` (0 when empty)."""
+        cur = self._conn.execute(f"SELECT COALESCE(MAX({column}), 0) FROM {table}")
+        return int(cur.fetchone()[0])
+
+    def minimum(self, table: str, column: str, where: str = "1=1", params: Sequence[Any] = ()) -> Optional[float]:
+        """``MIN(column)`` over the matching rows (an indexed column), or ``None`` when none match."""
+        cur = self._conn.execute(f"SELECT MIN({column}) FROM {table} WHERE {where}", tuple(params))
+        found = cur.fetchone()[0]
+        return None if found is None else float(found)
+
     # -- history ------------------------------------------------------------------------
     def event_count(self, run_id: str) -> int:
         known = self._last_seq.get(run_id)

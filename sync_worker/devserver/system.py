@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 from . import activities, messages, tasks
 from .engine import Engine
 from .store import Row
-from .util import TERMINAL_STATUSES, ApiError, iso, now
+from .util import TERMINAL_STATUSES, ApiError, iso
 
 SCAN_LIMIT = 100
 _DAY = 86400.0
@@ -49,7 +49,7 @@ def _needs_task(engine: Engine, run: Row) -> bool:
 
 
 def _repair_candidates(engine: Engine, namespace: str) -> Dict[str, List[Row]]:
-    ts = now()
+    ts = engine.now()
     existing = [t for t in engine.store.select("wf_tasks", "namespace = ? AND state = 'leased'", (namespace,))
                 if (t.get("lease_expires_at") or ts) <= ts]
     missing = [r for r in engine.store.select("runs", "namespace = ? AND is_current = 1", (namespace,))
@@ -121,7 +121,7 @@ def _expired(engine: Engine, namespace: str, cutoff: float) -> List[Row]:
 
 def retention_status(engine: Engine, namespace: str) -> Dict[str, Any]:
     days = _retention_days(engine, namespace)
-    cutoff = now() - days * _DAY
+    cutoff = engine.now() - days * _DAY
     expired = _expired(engine, namespace, cutoff)
     return {"namespace": namespace, "retention_days": days, "cutoff": iso(cutoff),
             "expired_run_count": len(expired), "expired_run_ids": [r["run_id"] for r in expired[:SCAN_LIMIT]],
@@ -131,7 +131,7 @@ def retention_status(engine: Engine, namespace: str) -> Dict[str, Any]:
 def retention_pass(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict[str, Any]:
     run_ids = _ids(body, "run_ids")
     limit = _limit(body)
-    cutoff = now() - _retention_days(engine, namespace) * _DAY
+    cutoff = engine.now() - _retention_days(engine, namespace) * _DAY
     if run_ids is None:
         candidates: List[Any] = [r["run_id"] for r in _expired(engine, namespace, cutoff)[:limit]]
     else:
@@ -143,7 +143,7 @@ def retention_pass(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict
             results.append({"run_id": run_id, "outcome": "skipped", "reason": "run_not_found"})
         elif run["status"] not in TERMINAL_STATUSES:
             results.append({"run_id": run_id, "outcome": "skipped", "reason": "run_not_terminal"})
-        elif (run.get("closed_at") or now()) >= cutoff:
+        elif (run.get("closed_at") or engine.now()) >= cutoff:
             results.append({"run_id": run_id, "outcome": "skipped", "reason": "retention_not_expired"})
         else:
             store = engine.store
@@ -162,7 +162,7 @@ def retention_pass(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict
 # -- activity timeouts --------------------------------------------------------------------------
 def _due_activities(engine: Engine, namespace: str) -> List[Row]:
     return engine.store.select("activities", "namespace = ? AND state IN ('ready', 'leased', 'backoff') "
-                                             "AND due_at <= ?", (namespace, now()), order="due_at")
+                                             "AND due_at <= ?", (namespace, engine.now()), order="due_at")
 
 
 def activity_timeout_status(engine: Engine, namespace: str) -> Dict[str, Any]:
@@ -182,7 +182,8 @@ def activity_timeout_pass(engine: Engine, namespace: str, body: Dict[str, Any]) 
         if act is None or act["namespace"] != namespace:
             results.append({"execution_id": execution_id, "outcome": "skipped", "reason": "execution_not_found"})
             continue
-        if act["state"] not in ("ready", "leased", "backoff") or act.get("due_at") is None or act["due_at"] > now():
+        due = act.get("due_at")
+        if act["state"] not in ("ready", "leased", "backoff") or due is None or due > engine.now():
             results.append({"execution_id": execution_id, "outcome": "skipped", "reason": "not_expired"})
             continue
         before = (act["state"], act.get("attempt_number"))

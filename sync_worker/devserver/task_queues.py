@@ -12,13 +12,13 @@ from typing import Any, Dict, List, Optional, Set
 
 from .engine import Engine
 from .store import Row
-from .util import ApiError, iso, now
+from .util import ApiError, iso
 
 _UNVERSIONED = "unversioned"
 
 
 def _stale(engine: Engine, worker: Row) -> bool:
-    return now() - float(worker.get("last_seen_at") or 0) > engine.config.stale_after_seconds
+    return engine.now() - float(worker.get("last_seen_at") or 0) > engine.config.stale_after_seconds
 
 
 def _queue_names(engine: Engine, namespace: str) -> List[str]:
@@ -75,7 +75,7 @@ def _admission(queue_leases: Dict[str, int], namespace_leases: Dict[str, int]) -
 
 
 def describe(engine: Engine, namespace: str, queue: str, *, full: bool = True) -> Dict[str, Any]:
-    ts = now()
+    ts = engine.now()
     wf = [r for r in engine.store.select("wf_tasks", "namespace = ? AND task_queue = ? AND state IN "
                                          "('ready', 'leased')", (namespace, queue))]
     acts = [r for r in engine.store.select("activities", "namespace = ? AND task_queue = ? AND state IN "
@@ -190,7 +190,7 @@ def _build_id(body: Dict[str, Any]) -> Optional[str]:
 def set_rollout(engine: Engine, namespace: str, queue: str, action: str, body: Dict[str, Any]) -> Dict[str, Any]:
     build_id = _build_id(body)
     state = _rollout(engine, namespace, queue, build_id)
-    ts = now()
+    ts = engine.now()
     if action == "drain":
         if state["drain_intent"] != "draining":  # a repeated drain keeps the first drained_at
             state.update({"drain_intent": "draining", "drained_at": ts})

@@ -15,7 +15,7 @@ from ..protocol import reasons
 from . import commands, messages, resume, routing, sticky, trace_context
 from .engine import Engine
 from .store import Row
-from .util import TERMINAL_STATUSES, ApiError, iso, now, page_token, parse_page_token
+from .util import TERMINAL_STATUSES, ApiError, iso, page_token, parse_page_token
 
 WAITING_TYPE = reasons.WORKFLOW_TASK_WAITING_FOR_HISTORY
 _WAITING_MESSAGE = "workflow task waiting for scheduled history"
@@ -38,7 +38,7 @@ def claim(engine: Engine, namespace: str, queue: str, worker_id: str, page_size:
         task["state"] = "cancelled"
         task["due_at"] = None
         engine.store.put("wf_tasks", task)
-    ts = now()
+    ts = engine.now()
     task.update({"state": "leased", "lease_owner": worker_id,
                  "lease_expires_at": ts + engine.config.workflow_task_lease_seconds,
                  "due_at": ts + engine.config.workflow_task_lease_seconds, "page_size": page_size})
@@ -55,7 +55,7 @@ def claim(engine: Engine, namespace: str, queue: str, worker_id: str, page_size:
 def render(engine: Engine, task: Row, run: Row) -> Dict[str, Any]:
     page_size = int(task.get("page_size") or 500)
     total = engine.store.event_count(run["run_id"])
-    offset, mode = sticky.sticky_offset(task, run, total)
+    offset, mode = sticky.sticky_offset(task, run, total, engine.now())
     events = engine.history(run["run_id"], offset, page_size + 1)
     more = len(events) > page_size
     extra: Dict[str, Any] = {}
@@ -149,7 +149,7 @@ def complete(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any])
     run = engine.get_run(task["run_id"])
     assert run is not None
     commands.apply(engine, run, task, cmds, body)
-    sticky.note_completion(run, task, body, engine.store.event_count(run["run_id"]))
+    sticky.note_completion(run, task, body, engine.store.event_count(run["run_id"]), engine.now())
     _finish(engine, task, run)
     receipt = {"task_id": task_id, "workflow_task_attempt": task["attempt"], "outcome": "completed",
                "run_status": run["status"], "run_id": run["run_id"]}
@@ -188,18 +188,18 @@ def retry_later(engine: Engine, task: Row, run: Row, failure: Dict[str, Any]) ->
     else:
         delay = min(0.1 * (2 ** (attempt - 1)), 5.0)
     task.update({"state": "delayed", "attempt": attempt + 1, "lease_owner": None, "lease_expires_at": None,
-                 "due_at": now() + delay})
+                 "due_at": engine.now() + delay})
     engine.store.put("wf_tasks", task)
     run["dirty"] = False
     run["last_task_failure"] = {"message": failure.get("message"), "type": failure.get("type"),
-                                "attempt": attempt, "at": iso(now())}
+                                "attempt": attempt, "at": iso(engine.now())}
     engine.save_run(run)
 
 
 def requeue(engine: Engine, task: Row) -> None:
     """Lease expired or its worker deregistered: the next claim is a new attempt."""
     task.update({"state": "ready", "attempt": int(task["attempt"]) + 1, "lease_owner": None,
-                 "lease_expires_at": None, "due_at": now()})
+                 "lease_expires_at": None, "due_at": engine.now()})
     engine.store.put("wf_tasks", task)
     engine.notify(task["namespace"], "workflow", task["task_queue"])
 
@@ -227,7 +227,7 @@ def history_page(engine: Engine, namespace: str, task_id: str, body: Dict[str, A
 
 def heartbeat(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
     task = _leased(engine, namespace, task_id, body)
-    ts = now()
+    ts = engine.now()
     task["lease_expires_at"] = ts + engine.config.workflow_task_lease_seconds
     task["due_at"] = task["lease_expires_at"]
     engine.store.put("wf_tasks", task)

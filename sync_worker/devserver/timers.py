@@ -14,7 +14,7 @@ from . import activities, schedules, tasks
 from .engine import Engine
 from .lifecycle import close_run
 from .store import Row
-from .util import TERMINAL_STATUSES, iso, now
+from .util import TERMINAL_STATUSES, iso
 
 log = logging.getLogger("sync_worker.devserver")
 
@@ -28,7 +28,7 @@ def fire_timer(engine: Engine, timer: Row) -> None:
     run = engine.get_run(timer["run_id"])
     if run is not None and timer.get("timer_kind") == "condition_timeout" and _leased(engine, run):
         # the leased task may be satisfying this very wait: decide after its completion
-        timer["fire_at"] = now() + engine.config.tick_seconds
+        timer["fire_at"] = engine.now() + engine.config.tick_seconds
         engine.store.put("timers", timer)
         return
     timer["state"] = "fired"
@@ -39,7 +39,7 @@ def fire_timer(engine: Engine, timer: Row) -> None:
         _time_out_run(engine, run, timer)
         return
     payload = {"sequence": timer["sequence"], "timer_id": timer["timer_id"], "delay_seconds": timer["delay_seconds"],
-               "fire_at": iso(timer["fire_at"]), "fired_at": iso(now()), **timer.get("parallel", {})}
+               "fire_at": iso(timer["fire_at"]), "fired_at": iso(engine.now()), **timer.get("parallel", {})}
     if timer.get("timer_kind") == "condition_timeout":
         wait = run.get("open_wait") or {}
         if wait.get("condition_wait_id") != timer.get("condition_wait_id"):
@@ -69,7 +69,8 @@ class Scheduler:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._stop = threading.Event()
+        self._stop = False
+        self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
     def start(self) -> None:
@@ -77,12 +78,21 @@ class Scheduler:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stop = True
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
 
+    def poke(self) -> None:
+        """Tick now rather than at the next ``tick_seconds`` (the clock moved)."""
+        self._wake.set()
+
     def _loop(self) -> None:
-        while not self._stop.wait(self.engine.config.tick_seconds):
+        while True:
+            self._wake.wait(self.engine.config.tick_seconds)
+            self._wake.clear()
+            if self._stop:
+                return
             try:
                 self.tick()
             except Exception:  # keep the clock running; the failing item is logged
@@ -90,7 +100,7 @@ class Scheduler:
 
     def tick(self) -> None:
         engine = self.engine
-        ts = now()
+        ts = engine.now()
         with engine.lock:
             due_timers = engine.store.select("timers", "state = 'pending' AND fire_at <= ?", (ts,),
                                              order="fire_at", limit=200)
@@ -131,7 +141,7 @@ class Scheduler:
             with engine.tx():
                 row = engine.store.get(table, key)
                 if row is None or row["state"] not in states or row.get(due_key) is None \
-                        or row[due_key] > now():
+                        or row[due_key] > engine.now():
                     return
                 action(row)
         except Exception:

@@ -1,4 +1,4 @@
-"""Small shared helpers for the dev server: clock, ids, timestamps and the API error type."""
+"""Small shared helpers for the dev server: ids, timestamps and the API error type (the clock: ``clock``)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,6 @@ from typing import Any, Dict, Optional
 SAFE_ID = re.compile(r"^[A-Za-z0-9_.:@~-]{1,255}$")
 
 TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "terminated", "continued", "timed_out"})
-
-
-def now() -> float:
-    """Wall-clock seconds; the one clock every deadline uses (persisted across restarts)."""
-    return time.time()
 
 
 def iso(ts: Optional[float]) -> Optional[str]:

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional
 from . import tasks
 from .engine import Engine
 from .store import Row
-from .util import ApiError, iso, now, require_str
+from .util import ApiError, iso, require_str
 
 _TOKEN = re.compile(r"^[0-9a-f]{32}$")
 
@@ -21,7 +21,7 @@ def _key(namespace: str, worker_id: str) -> str:
 def _status(engine: Engine, worker: Row) -> str:
     if worker["status"] != "active":
         return str(worker["status"])
-    if now() - worker["last_seen_at"] > engine.config.stale_after_seconds:
+    if engine.now() - worker["last_seen_at"] > engine.config.stale_after_seconds:
         return "stale"
     return "active"
 
@@ -56,7 +56,7 @@ def register(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict[str, 
                 raise ApiError(409, "workflow_definition_changed",
                                f"worker {worker_id} is active with a different definition of {wf_type!r}",
                                worker_id=worker_id, workflow_type=wf_type)
-    ts = now()
+    ts = engine.now()
     worker: Row = {
         "key": _key(namespace, worker_id), "namespace": namespace, "worker_id": worker_id, "task_queue": task_queue,
         "runtime": body.get("runtime"), "sdk_version": body.get("sdk_version"), "build_id": body.get("build_id"),
@@ -93,7 +93,7 @@ def heartbeat(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict[str,
     worker = engine.store.get("workers", _key(namespace, worker_id))
     if worker is None or worker["status"] != "active":
         raise ApiError(404, "worker_not_registered", f"worker {worker_id} is not registered", worker_id=worker_id)
-    ts = now()
+    ts = engine.now()
     worker["last_heartbeat_at"] = ts
     worker["last_seen_at"] = ts
     for key in ("task_slots", "process_metrics"):
@@ -122,7 +122,7 @@ def touch(engine: Engine, namespace: str, worker_id: Any) -> Optional[Row]:
     worker = engine.store.get("workers", _key(namespace, worker_id))
     if worker is None or worker["status"] != "active":
         return worker
-    ts = now()
+    ts = engine.now()
     every = min(TOUCH_EVERY_SECONDS, engine.config.stale_after_seconds / 4.0)
     if ts - float(worker.get("last_seen_at") or 0) >= every:
         worker["last_seen_at"] = ts
@@ -174,7 +174,7 @@ def deregister_fenced(engine: Engine, namespace: str, worker_id: str, body: Dict
                "recovered_workflow_task_count": _recover(engine, namespace, worker_id),
                "registration_token": token}
     worker["status"] = "deregistered"
-    worker["deregistered_at"] = now()
+    worker["deregistered_at"] = engine.now()
     engine.store.put("workers", worker)
     engine.store.put("kv", {"key": receipt_key, "namespace": namespace, "kind": "dereg", "receipt": receipt})
     return receipt
@@ -186,7 +186,7 @@ def deregister_legacy(engine: Engine, namespace: str, worker_id: str) -> Dict[st
         raise ApiError(404, "worker_not_found", f"worker {worker_id} is not registered", worker_id=worker_id)
     count = _recover(engine, namespace, worker_id)
     worker["status"] = "deregistered"
-    worker["deregistered_at"] = now()
+    worker["deregistered_at"] = engine.now()
     engine.store.put("workers", worker)
     return {"worker_id": worker_id, "outcome": "deregistered", "recovered_workflow_task_count": count}
 

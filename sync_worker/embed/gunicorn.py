@@ -106,7 +106,7 @@ def drain_worker(worker: Any, *, cold: bool = False) -> Optional[bool]:
     if handle is None:  # the master (worker_exit also runs there for a vanished worker) or nothing started
         return None
     budget = drain_budget(worker)
-    started = handle._drain_started
+    started = handle.drain_started
     if started is not None:
         budget = max(0.0, budget - (time.monotonic() - started))
     began = time.monotonic()
@@ -139,5 +139,5 @@ def worker_abort(worker: Any) -> None:
 def worker_exit(server: Any, worker: Any) -> None:
     """gunicorn hook: drain and deregister within the graceful timeout before the process exits."""
     handle = current()
-    cold = handle is not None and handle._cold_flag
+    cold = handle is not None and handle.cold_requested
     drain_worker(worker, cold=cold)

@@ -92,6 +92,17 @@ class EmbeddedWorkers:
 
     # -- start ----------------------------------------------------------------------------------
 
+
+    @property
+    def drain_started(self) -> Optional[float]:
+        """When the warm stop began (``time.monotonic()``), or None."""
+        return self._drain_started
+
+    @property
+    def cold_requested(self) -> bool:
+        """A cold stop was asked for (a second signal, or ``stop(cold=True)``)."""
+        return self._cold_flag
+
     def _launch(self) -> None:
         if self._host_lock is not None and not self._host_lock.try_acquire():
             self._mode = "standby"

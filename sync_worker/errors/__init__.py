@@ -19,6 +19,7 @@ __all__ = [
     "ChildWorkflowCancelled",
     "ChildWorkflowFailed",
     "ChildWorkflowTerminated",
+    "CodePosition",
     "Conflict",
     "DuplicateRegistrationError",
     "DurableWorkflowError",
@@ -41,6 +42,9 @@ __all__ = [
     "RuntimeCapabilityUnsupported",
     "RuntimeDiscoveryUnavailable",
     "SagaCompensationFailed",
+    "ScheduleAlreadyExists",
+    "ScheduleListError",
+    "ScheduleNotFound",
     "ServerError",
     "ServerUnavailable",
     "SignalFailed",
@@ -263,6 +267,39 @@ class ScheduleNotFound(NotFound):
         return value if isinstance(value, str) else None
 
 
+class ScheduleAlreadyExists(Conflict):
+    """HTTP 409 ``schedule_already_exists``: a create collided with an existing schedule id
+    (the published SDK's name for it)."""
+
+    @property
+    def schedule_id(self) -> Optional[str]:
+        value = self.body.get("schedule_id") if isinstance(self.body, dict) else None
+        return value if isinstance(value, str) else None
+
+
+class ScheduleListError(ServerError):
+    """A schedule list filter or continuation cursor was refused (400/403/409/422 on
+    ``schedule.list``, as the published SDK raises it). :attr:`field`, :attr:`errors` and
+    :attr:`last_safe_cursor` read the server's body; the whole body stays on :attr:`body`."""
+
+    @property
+    def field(self) -> Optional[str]:
+        value = self.body.get("field") if isinstance(self.body, dict) else None
+        return value if isinstance(value, str) else None
+
+    @property
+    def errors(self) -> Optional[Dict[str, Any]]:
+        if not isinstance(self.body, dict):
+            return None
+        value = self.body.get("validation_errors") or self.body.get("errors")
+        return value if isinstance(value, dict) else None
+
+    @property
+    def last_safe_cursor(self) -> Optional[Dict[str, Any]]:
+        value = self.body.get("last_safe_cursor") if isinstance(self.body, dict) else None
+        return value if isinstance(value, dict) else None
+
+
 class WorkflowAlreadyStarted(ServerError):
     """HTTP 409 ``duplicate_not_allowed`` / ``instance_already_started``."""
 
@@ -349,12 +386,23 @@ class InvalidWorkflowDefinition(DurableWorkflowError, ValueError):
 
 
 class DuplicateRegistrationError(DurableWorkflowError, ValueError):
-    """Two registrations claim the same wire name."""
+    """Two registrations claim the same wire name.
 
-    def __init__(self, kind: str, name: str) -> None:
-        super().__init__(f"duplicate {kind} registration for {name!r}")
-        self.kind = kind
-        self.name = name
+    ``registration_kind`` / ``wire_name`` are the SDK's attribute names for ``kind`` / ``name``;
+    when both definitions are given the message names them.
+    """
+
+    def __init__(self, kind: str, name: str, existing: Any = None, duplicate: Any = None) -> None:
+        text = f"duplicate {kind} registration for {name!r}"
+        if existing is not None and duplicate is not None:
+            text += f": {_definition_name(existing)} and {_definition_name(duplicate)}"
+        super().__init__(text)
+        self.kind = self.registration_kind = kind
+        self.name = self.wire_name = name
+
+
+def _definition_name(definition: Any) -> str:
+    return f"{getattr(definition, '__module__', '?')}.{getattr(definition, '__qualname__', repr(definition))}"
 
 
 class NonRetryableError(DurableWorkflowError):
@@ -397,6 +445,7 @@ from .outcomes import (  # noqa: E402
     ChildWorkflowCancelled,
     ChildWorkflowFailed,
     ChildWorkflowTerminated,
+    CodePosition,
     NonDeterministicReplayError,
     SagaCompensationFailed,
     StandaloneActivityFailed,

@@ -7,6 +7,7 @@ logs, pickles and Django task results stay what they were.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from . import DurableWorkflowError
@@ -218,6 +219,22 @@ class NonDeterministicReplayError(DurableWorkflowError):
         self.expected_shape = expected_shape
         self.recorded_event_types = list(recorded_event_types)
         self.detail = detail
+        #: Where the workflow code stood when replay diverged (set by the replayer).
+        self.code_position: Optional[CodePosition] = None
+
+
+@dataclass(frozen=True)
+class CodePosition:
+    """A place in workflow code: ``filename:lineno in function`` (``after``: the code had returned there)."""
+
+    filename: str
+    lineno: int
+    function: str
+    after: bool = False
+
+    def __str__(self) -> str:
+        where = f"{self.filename}:{self.lineno} in {self.function}"
+        return f"after {where} (run returned)" if self.after else where
 
 
 class WorkflowPayloadDecodeError(DurableWorkflowError):

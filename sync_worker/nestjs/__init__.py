@@ -1,30 +1,51 @@
-"""Run nestjs-durable steps from blocking Python: the sync twin of the ``durable-worker`` SDK.
+"""nestjs-durable from blocking Python: the sync twin of the ``durable-worker`` SDK.
 
-A TypeScript workflow on the nestjs-durable engine calls ``ctx.step("payments.charge-card", input)``;
-a :class:`StepWorker` registered for that name runs a plain function and answers, over Redis/BullMQ
-(:class:`RedisTransport`), PostgreSQL tables (:class:`PostgresTransport`) or Amazon SQS
-(:class:`SqsTransport`), on threads or gevent.
-See docs/nestjs.md.
+* Steps: a TypeScript workflow on the nestjs-durable engine calls ``ctx.step("payments.charge-card",
+  input)``; a :class:`StepWorker` registered for that name runs a plain function and answers, over
+  Redis/BullMQ (:class:`RedisTransport`), PostgreSQL or MySQL tables (:class:`PostgresTransport`,
+  :class:`MysqlTransport`) or Amazon SQS (:class:`SqsTransport`).
+* Workflows: a :class:`WorkflowWorker` authors whole workflows in Python, driven turn by turn by
+  the engine (``engine.remote(name, {group})``) over Redis; ``ctx.step`` raises :class:`StepFailed`,
+  a changed workflow under a run in flight :class:`NondeterminismError`.
+
+Both run on threads or gevent, from one :class:`NestjsWorker`. See docs/nestjs.md.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .runtime import Delivery, NestjsWorker, StepTransport
+from .runtime import NestjsWorker
 from .steps import Cancelled, FatalError, StepContext, StepWorker, current_step
+from .transport import Delivery, StepTransport, TurnTransport
+from .workflow_context import (
+    NondeterminismError,
+    StepFailed,
+    WorkflowCancelled,
+    WorkflowContext,
+    WorkflowError,
+)
+from .workflows import WorkflowWorker
 
 __all__ = [
     "Cancelled",
     "Delivery",
     "FatalError",
+    "MysqlTransport",
     "NestjsWorker",
+    "NondeterminismError",
     "PostgresTransport",
     "RedisTransport",
     "SqsTransport",
     "StepContext",
+    "StepFailed",
     "StepTransport",
     "StepWorker",
+    "TurnTransport",
+    "WorkflowCancelled",
+    "WorkflowContext",
+    "WorkflowError",
+    "WorkflowWorker",
     "current_step",
     "transport_for_url",
 ]
@@ -39,6 +60,10 @@ def __getattr__(name: str) -> Any:  # the transports need the optional `nestjs` 
         from .pg_transport import PostgresTransport
 
         return PostgresTransport
+    if name == "MysqlTransport":
+        from .mysql_transport import MysqlTransport
+
+        return MysqlTransport
     if name == "SqsTransport":
         from .sqs_transport import SqsTransport
 

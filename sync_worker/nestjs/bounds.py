@@ -18,7 +18,7 @@ from typing import Any, Dict
 from ..errors import FailureReportTooLarge
 from ..failure_reports import bound_request
 
-__all__ = ["bound_error", "encode_result"]
+__all__ = ["bound_error", "encode_decision", "encode_result"]
 
 # A worker route whose single failure report is unstructured: message, stack_trace, details.
 _ROUTE = "/worker/workflow-tasks/nestjs-step/fail"
@@ -58,4 +58,17 @@ def encode_result(result: Dict[str, Any]) -> str:
             "code": "unserializable_output",
             "retryable": False,
         }
+        return json.dumps(failed, separators=(",", ":"), ensure_ascii=False)
+
+
+def encode_decision(decision: Dict[str, Any]) -> str:
+    """A workflow decision as compact JSON; a value JSON cannot carry (a workflow's output, a
+    ``side_effect`` result) fails the run with a message that says so, instead of losing the turn."""
+    try:
+        return json.dumps(decision, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        failed: Dict[str, Any] = {key: decision[key] for key in ("taskId", "runId") if key in decision}
+        failed.update({"status": "failed", "commands": [], "error": {
+            "message": f"workflow turn {decision.get('taskId')} produced a value JSON cannot carry: {error}"[:2048],
+            "code": "unserializable_output"}})
         return json.dumps(failed, separators=(",", ":"), ensure_ascii=False)

@@ -1,4 +1,8 @@
-"""``sync-worker nestjs MODULE:ATTR --transport URL``: serve a StepWorker's steps until signalled."""
+"""``sync-worker nestjs MODULE:ATTR... --transport URL``: serve steps and workflows until signalled.
+
+Each target is a :class:`StepWorker` or a :class:`WorkflowWorker` (or a function making one); one
+of each may be given, and both are served from one process on one runtime.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import inspect
 import logging
 import os
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import click
 
@@ -23,26 +27,53 @@ from ..host.exits import EXIT_USAGE
 from ..runtime.backend import POOL_ENV
 from .runtime import NestjsWorker
 from .steps import StepWorker
+from .workflows import WorkflowWorker
 
 __all__ = ["nestjs_command"]
 
 logger = logging.getLogger("sync_worker.nestjs.cli")
 
 
-def load_step_worker(target: str) -> StepWorker:
-    """The StepWorker named by ``module:attr`` (an instance, or a factory that returns one)."""
+def load_target(target: str) -> Any:
+    """The StepWorker or WorkflowWorker named by ``module:attr`` (an instance, or a factory)."""
     obj: Any = import_target(target)
     if inspect.isfunction(obj) or inspect.ismethod(obj):  # a factory
         obj = obj()
+    if not isinstance(obj, (StepWorker, WorkflowWorker)):
+        raise click.UsageError(f"{target} is {obj!r}, not a sync_worker.nestjs.StepWorker or WorkflowWorker "
+                               "(or a function making one)")
+    return obj
+
+
+def load_step_worker(target: str) -> StepWorker:
+    """The StepWorker named by ``module:attr`` (an instance, or a factory that returns one)."""
+    obj = load_target(target)
     if not isinstance(obj, StepWorker):
         raise click.UsageError(f"{target} is {obj!r}, not a sync_worker.nestjs.StepWorker (or a function making one)")
     return obj
 
 
+def load_targets(targets: Tuple[str, ...]) -> Tuple[Optional[StepWorker], Optional[WorkflowWorker]]:
+    steps: Optional[StepWorker] = None
+    workflows: Optional[WorkflowWorker] = None
+    for target in targets:
+        obj = load_target(target)
+        if isinstance(obj, StepWorker):
+            if steps is not None:
+                raise click.UsageError("give at most one StepWorker target")
+            steps = obj
+        else:
+            if workflows is not None:
+                raise click.UsageError("give at most one WorkflowWorker target")
+            workflows = obj
+    return steps, workflows
+
+
 @click.command("nestjs")
-@click.argument("target")
+@click.argument("targets", nargs=-1, required=True, metavar="TARGET...")
 @click.option("--transport", "transport_url", envvar="SYNC_WORKER_NESTJS_TRANSPORT", required=True,
-              help="redis://HOST:PORT[/DB] (BullMQ), postgresql://... (the engine's DbTransport tables) "
+              help="redis://HOST:PORT[/DB] (BullMQ; steps and workflows), postgresql://... or "
+                   "mysql://USER:PASS@HOST:PORT/DB (the engine's DbTransport tables) "
                    "or sqs://[REGION][?endpoint=URL] (SqsTransport).")
 @click.option("--prefix", default="durable", show_default=True,
               help="The engine's key prefix (BullMQTransport/DbTransport `prefix`).")
@@ -50,6 +81,8 @@ def load_step_worker(target: str) -> StepWorker:
 @click.option("--partition", default=None, help="Serve the `<step>@<partition>` queues (BullMQ).")
 @click.option("-c", "--concurrency", type=ConcurrencyParam(), default=4, show_default=True,
               help="Step slots: a fixed N, or 'adaptive' (memory admission gate and adaptive limit).")
+@click.option("--workflow-slots", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Workflow turns replayed at once (a WorkflowWorker target; never behind the memory gate).")
 @click.option("--autoscale", default=None, metavar="MAX,MIN",
               help="Adaptive step slots between MIN (default 1) and MAX.")
 @click.option("-P", "--pool", default=None, help="threads (default) or gevent (patched first).")
@@ -59,11 +92,15 @@ def load_step_worker(target: str) -> StepWorker:
 @click.option("--shutdown-timeout", type=float, default=30.0, show_default=True,
               help="Seconds a warm stop waits for running steps.")
 @loglevel_option()
-def nestjs_command(target: str, transport_url: str, prefix: str, namespace: Optional[str],
-                   partition: Optional[str], concurrency: Any, autoscale: Optional[str], pool: Optional[str],
+def nestjs_command(targets: Tuple[str, ...], transport_url: str, prefix: str, namespace: Optional[str],
+                   partition: Optional[str], concurrency: Any, workflow_slots: int, autoscale: Optional[str],
+                   pool: Optional[str],
                    lock_duration: Optional[float], stalled_interval: Optional[float],
                    shutdown_timeout: float, loglevel: str) -> None:
-    """Run the nestjs-durable steps of TARGET (MODULE:ATTR, a StepWorker) until signalled."""
+    """Serve the nestjs-durable steps and workflows of TARGET... until signalled.
+
+    Each TARGET is MODULE:ATTR naming a StepWorker or a WorkflowWorker (workflows: Redis only).
+    """
     pool = resolve_pool(pool)
     configure_logging(loglevel)
     options: Dict[str, Any] = {}
@@ -84,10 +121,10 @@ def nestjs_command(target: str, transport_url: str, prefix: str, namespace: Opti
     bounds = autoscale_bounds(autoscale)
     if bounds is not None:
         concurrency = bounds
-    steps = load_step_worker(target)
+    steps, workflows = load_targets(targets)
     try:
-        worker = NestjsWorker(steps, transport, concurrency=concurrency, pool=pool,
-                              shutdown_timeout=shutdown_timeout)
+        worker = NestjsWorker(steps, transport, workflows=workflows, concurrency=concurrency, pool=pool,
+                              workflow_slots=workflow_slots, shutdown_timeout=shutdown_timeout)
     except ValueError as error:
         click.echo(f"sync-worker nestjs: {error}", err=True)
         sys.exit(EXIT_USAGE)

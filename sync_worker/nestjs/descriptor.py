@@ -63,17 +63,25 @@ def build_descriptor(
     started_at_ms: int,
     partition: Optional[str] = None,
     namespace: Optional[str] = None,
+    workflows: Iterable[str] = (),
+    registrations: Optional[List[Dict[str, Any]]] = None,
 ) -> Dict[str, Any]:
-    """The worker descriptor, field order as the SDKs write it."""
+    """The worker descriptor, field order as the SDKs write it.
+
+    ``registrations`` (one ``{name, version?, group?}`` per workflow this worker runs) is left out
+    when there are none, so a step-only descriptor keeps its bytes and its hash.
+    """
     descriptor: Dict[str, Any] = {
         "instanceId": instance_id,
         "runtime": "python",
         "sdk": {"name": "sync-worker", "version": sdk_version},
         "protocol": {"version": 1, "range": [1, 1]},
         "capabilities": list(V1_CAPABILITIES),
-        "workflows": [],
+        "workflows": sorted(workflows),
         "steps": sorted(steps),
     }
+    if registrations:
+        descriptor["registrations"] = [dict(r) for r in registrations]
     if partition:
         descriptor["partition"] = partition
     if namespace and namespace != "default":
@@ -86,10 +94,40 @@ def _set(values: Any) -> List[Any]:
     return sorted(set(values or []))
 
 
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _canonical_registrations(registrations: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Each announcement in a fixed key order (absent fields as null, ``requires`` as a set), then
+    de-duplicated and sorted by its compact JSON: the order announcements come in never changes
+    the hash (the published ``durable-worker`` 0.26.1 and the TypeScript SDK hash them so)."""
+    entries: Dict[str, Dict[str, Any]] = {}
+    for reg in registrations:
+        requires = reg.get("requires")
+        entry: Dict[str, Any] = {
+            "name": reg.get("name"),
+            "version": reg.get("version"),
+            "group": reg.get("group"),
+            "requires": sorted(set(requires)) if requires is not None else None,
+            "origin": reg.get("origin"),
+        }
+        if reg.get("onError") is not None:
+            routes = {_compact({"code": r.get("code"), "workflow": r.get("workflow")}):
+                      {"code": r.get("code"), "workflow": r.get("workflow")} for r in reg["onError"]}
+            entry["onError"] = [routes[k] for k in sorted(routes)]
+        entries[_compact(entry)] = entry
+    return [entries[k] for k in sorted(entries)]
+
+
 def descriptor_hash(descriptor: Dict[str, Any]) -> str:
-    """16 lowercase hex digits, equal to the engine's ``descriptorHash`` of the same descriptor."""
+    """16 lowercase hex digits, equal to the engine's ``descriptorHash`` of the same descriptor.
+
+    A descriptor with ``registrations`` hashes them too, as the published ``durable-worker``
+    0.26.1 does (the engine 0.62.0 ignores the field; the hash is only an ETag to it).
+    """
     protocol = descriptor.get("protocol") or {"version": 1, "range": [1, 1]}
-    canonical = {
+    canonical: Dict[str, Any] = {
         "instanceId": descriptor.get("instanceId"),
         "runtime": descriptor.get("runtime"),
         "sdk": {"name": descriptor["sdk"]["name"], "version": descriptor["sdk"]["version"]},
@@ -97,10 +135,14 @@ def descriptor_hash(descriptor: Dict[str, Any]) -> str:
         "capabilities": _set(descriptor.get("capabilities")),
         "workflows": _set(descriptor.get("workflows")),
         "steps": _set(descriptor.get("steps")),
+    }
+    if descriptor.get("registrations") is not None:
+        canonical["registrations"] = _canonical_registrations(descriptor["registrations"])
+    canonical.update({
         "partition": descriptor.get("partition"),
         "namespace": descriptor.get("namespace"),
         "startedAt": descriptor.get("startedAt"),
-    }
+    })
     text = json.dumps(canonical, separators=(",", ":"), ensure_ascii=False)
     units = text.encode("utf-16-le", errors="surrogatepass")
     value = _FNV_OFFSET

@@ -28,7 +28,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..cancel import CancelToken
 from .descriptor import routing_token
-from .runtime import Delivery, NestjsWorker
+from .runtime import NestjsWorker
+from .sql_pool import Connections
+from .transport import Delivery
 
 __all__ = ["PostgresTransport"]
 
@@ -37,51 +39,6 @@ logger = logging.getLogger("sync_worker.nestjs.postgres")
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-class _Connections:
-    """Idle psycopg connections, handed out one per caller (psycopg serialises a shared one)."""
-
-    def __init__(self, dsn: str, lock: Any) -> None:
-        self.dsn = dsn
-        self._lock = lock
-        self._idle: List[Any] = []
-        self._closed = False
-
-    def get(self) -> Any:
-        import psycopg
-
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        return psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
-
-    def put(self, conn: Any, *, broken: bool = False) -> None:
-        if broken or conn.closed or conn.broken:
-            conn.close()
-            return
-        with self._lock:
-            if not self._closed and len(self._idle) < 16:
-                self._idle.append(conn)
-                return
-        conn.close()
-
-    def run(self, fn: Callable[[Any], Any]) -> Any:
-        conn = self.get()
-        try:
-            value = fn(conn)
-        except Exception:
-            self.put(conn, broken=True)
-            raise
-        self.put(conn)
-        return value
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
 
 
 class PostgresTransport:
@@ -109,7 +66,7 @@ class PostgresTransport:
         self.lease_seconds = float(lock_duration)
         self.poll_interval = float(poll_interval)
         self.auto_create = auto_create
-        self._pool: Optional[_Connections] = None
+        self._pool: Optional[Connections] = None
         self._groups: List[str] = []
         self._worker: Optional[NestjsWorker] = None
 
@@ -117,7 +74,8 @@ class PostgresTransport:
 
     def open(self, names: Sequence[str], worker: NestjsWorker) -> None:
         self._worker = worker
-        self._pool = _Connections(self.dsn, worker.backend.native_lock())
+        self._pool = Connections(self._connect, worker.backend.native_lock(),
+                                 is_broken=lambda conn: bool(conn.closed or conn.broken))
         self._groups = [routing_token(name) for name in names]
         self._pool.run(self._prepare)  # fail fast: connect and check (or create) the tables
 
@@ -189,6 +147,9 @@ class PostgresTransport:
     def beat(self, delivery: Delivery) -> None:
         self.renew([delivery])
 
+    def progress(self, delivery: Delivery, event: Dict[str, Any]) -> None:
+        """No live channel here: step events ride the result."""
+
     def maintain(self, now: float) -> None:
         """Nothing periodic: a lapsed claim is simply claimable again."""
 
@@ -205,6 +166,11 @@ class PostgresTransport:
             self._pool.close()
 
     # -- internals -------------------------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        return psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
 
     def _require_worker(self) -> NestjsWorker:
         if self._worker is None or self._pool is None:

@@ -8,9 +8,16 @@ Names (``P`` = the prefix, ``durable`` by default, plus ``-<namespace>`` for a n
   crashed worker's job back in wait (after ``max_stalled_count`` stalls it fails, and that failure is
   bridged to the engine as a retryable step failure so the run does not hang);
 * results: ``P-results``, one ``result`` job per step outcome (``removeOnComplete/removeOnFail``);
-* ``P-control`` (pub/sub): ``{"kind": "cancel", "runId"}`` feeds ``ctx.cancelled``;
+* workflow turns (a :class:`~sync_worker.nestjs.WorkflowWorker`): ``workflow`` jobs on the group's
+  ``P-tasks-<group>``, consumed with the same job semantics; each decision is a ``decision`` job on
+  ``P-decisions``; a turn job that stalls out is failed without a bridge (the engine re-drives a
+  turn itself when ``remoteAdvanceSilenceMs`` passes without a decision);
+* ``P-control`` (pub/sub): ``{"kind": "cancel", "runId"}`` feeds ``ctx.cancelled``; step events are
+  published there live as ``{"kind": "event", "from", "event": {"type": "step.progress", runId, seq,
+  name, event, at}}``, as the published Redis runner does;
 * ``P-heartbeat`` (pub/sub): ``heartbeat_sync`` publishes ``{runId, seq, stepId}``, which re-arms the
-  engine's liveness window for the step;
+  engine's liveness window for the step; a turn being replayed publishes ``{runId, seq: 0, group}``
+  at once and every 5 s (no ``stepId``: the engine re-arms the run's decision deadline);
 * ``P-worker-heartbeat:<token>:<instanceId>`` and ``P-worker-descriptor:<token>:<instanceId>``,
   refreshed every 10 s with a 35 s TTL: how the engine finds live workers.
 
@@ -36,7 +43,9 @@ from .descriptor import (
     heartbeat_value,
     routing_token,
 )
-from .runtime import Delivery, NestjsWorker, new_token
+from .runtime import NestjsWorker, new_token
+from .transport import Delivery
+from .workflows import is_workflow_task
 
 __all__ = ["RedisTransport"]
 
@@ -81,6 +90,9 @@ class RedisTransport:
         self._queues: List[BullQueue] = []
         self._tokens: List[str] = []
         self._results: Optional[BullQueue] = None
+        self._turns: Optional[BullQueue] = None
+        self._decisions: Optional[BullQueue] = None
+        self._turn_group = ""
         self._worker: Optional[NestjsWorker] = None
         self._next = 0
         self._next_stalled_check = 0.0
@@ -96,6 +108,10 @@ class RedisTransport:
     @property
     def results_queue(self) -> str:
         return f"{self.prefix}-results"
+
+    @property
+    def decisions_queue(self) -> str:
+        return f"{self.prefix}-decisions"
 
     @property
     def control_channel(self) -> str:
@@ -133,13 +149,22 @@ class RedisTransport:
         self._tokens = [routing_token(name, self.partition) for name in names]
         self._queues = [BullQueue(self._redis, self.tasks_queue(token)) for token in self._tokens]
         self._results = BullQueue(self._redis, self.results_queue)
-        self._descriptor = build_descriptor(instance_id=worker.instance_id, steps=names,
-                                            sdk_version=__version__, started_at_ms=_now_ms(),
-                                            partition=self.partition, namespace=self.namespace)
+        workflows = worker.workflows
+        if workflows is not None:
+            self._turn_group = workflows.token
+            self._turns = BullQueue(self._redis, self.tasks_queue(self._turn_group))
+            self._decisions = BullQueue(self._redis, self.decisions_queue)
+            if self._turn_group not in self._tokens:
+                self._tokens.append(self._turn_group)
+        self._descriptor = build_descriptor(
+            instance_id=worker.instance_id, steps=names, sdk_version=__version__, started_at_ms=_now_ms(),
+            partition=self.partition, namespace=self.namespace,
+            workflows=workflows.names if workflows is not None else (),
+            registrations=workflows.registrations() if workflows is not None else None)
         self._hash = descriptor_hash(self._descriptor)
         self._write_heartbeats()
         self._next_heartbeat = worker.backend.monotonic() + HEARTBEAT_INTERVAL_SECONDS
-        for queue in self._queues:  # recover what a previous (crashed) incarnation held
+        for queue in self._all_queues():  # recover what a previous (crashed) incarnation held
             self._check_stalled(queue)
         self._next_stalled_check = worker.backend.monotonic() + self.stalled_interval
 
@@ -163,6 +188,43 @@ class RedisTransport:
         woke = wait_for_marker(self._blocking, self._queues, timeout)
         if woke is not None:
             self._next = [q.name for q in self._queues].index(woke)
+
+    def claim_turn(self) -> Optional[Delivery]:
+        worker = self._require_worker()
+        if self._turns is None:
+            return None
+        job = self._turns.fetch(new_token(), int(self.lease_seconds * 1000), worker.instance_id, _now_ms())
+        return None if job is None else self._turn_delivery(job)
+
+    def wait_for_turn(self, timeout: float) -> None:
+        if self._turns is None:
+            self._require_worker().backend.sleep(timeout)
+            return
+        wait_for_marker(self._blocking, [self._turns], timeout)
+
+    def settle_turn(self, delivery: Delivery, decision: Dict[str, Any], payload: str) -> None:
+        job: BullJob = delivery.handle
+        assert self._decisions is not None
+        pipe = self._redis.pipeline(transaction=False)
+        self._decisions.add("decision", payload, _RESULT_OPTS, _now_ms(), pipe=pipe)
+        job.queue.finish(job.id, job.token, completed=True, value="null", now_ms=_now_ms(), pipe=pipe)
+        outcome = int(pipe.execute()[-1])
+        if outcome != 0:
+            logger.warning("turn %s: its job %s was no longer ours when it finished (%d); the decision was "
+                           "sent and the engine applies a turn's decision at most once", delivery.step_id,
+                           job.id, outcome)
+
+    def beat_run(self, delivery: Delivery) -> None:
+        beat = {"runId": delivery.task.get("runId"), "seq": 0, "group": self._turn_group}
+        self._redis.publish(self.heartbeat_channel, json.dumps(beat, separators=(",", ":")))
+
+    def progress(self, delivery: Delivery, event: Dict[str, Any]) -> None:
+        worker = self._require_worker()
+        task = delivery.task
+        message = {"kind": "event", "from": worker.instance_id, "event": {
+            "type": "step.progress", "runId": task.get("runId"), "seq": task.get("seq"), "name": task.get("name"),
+            "event": event, "at": event.get("at")}}
+        self._redis.publish(self.control_channel, json.dumps(message, separators=(",", ":"), default=str))
 
     def settle(self, delivery: Delivery, result: Dict[str, Any], payload: str) -> None:
         job: BullJob = delivery.handle
@@ -200,7 +262,7 @@ class RedisTransport:
             self._write_heartbeats()
         if now >= self._next_stalled_check:
             self._next_stalled_check = now + self.stalled_interval
-            for queue in self._queues:
+            for queue in self._all_queues():
                 self._check_stalled(queue)
 
     def release(self, delivery: Delivery) -> None:
@@ -229,6 +291,23 @@ class RedisTransport:
         if self._worker is None:
             raise RuntimeError("RedisTransport used before open()")
         return self._worker
+
+    def _all_queues(self) -> List[BullQueue]:
+        return self._queues + ([self._turns] if self._turns is not None else [])
+
+    def _turn_delivery(self, job: BullJob) -> Optional[Delivery]:
+        failure = job.deferred_failure
+        if failure is not None:  # the stalled check gave up on it; the engine re-drives a silent turn
+            job.queue.finish(job.id, job.token, completed=False, value=failure, now_ms=_now_ms())
+            logger.warning("workflow turn job %s failed at the broker (%s); the engine re-drives the run when "
+                           "its decision deadline passes", job.id, failure)
+            return None
+        if not is_workflow_task(job.data) or not isinstance(job.data.get("runId"), str):
+            reason = "not a nestjs-durable workflow task"
+            logger.error("job %s on %s is %s; failing it", job.id, job.queue.name, reason)
+            job.queue.finish(job.id, job.token, completed=False, value=reason, now_ms=_now_ms())
+            return None
+        return Delivery(job.data, job, kind="workflow")
 
     def _delivery(self, job: BullJob) -> Optional[Delivery]:
         task = job.data

@@ -13,12 +13,17 @@ What is nestjs-specific lives here (the shell's loops, spawned by the source):
 * the **fetcher** (the intake loop) takes a free slot, claims one task (non-blocking), and runs it
   in that slot; with nothing to claim it keeps the slot and waits on the transport (BZPOPMIN on
   the queue markers, or the SQL poll interval);
+* with a :class:`~sync_worker.nestjs.WorkflowWorker`, a second intake loop does the same for
+  workflow *turns* on the group's queue, in slots of their own (never behind the memory gate: a
+  turn replays and suspends, and making it wait on memory could stall the run whose steps would
+  free it), beating the run's liveness every 5 s while a turn replays and sending its decision;
 * the **keeper** renews the leases of every held task every ``lease/2`` s (BullMQ renews its locks
   the same way) and lets the transport do its periodic work (stalled checks, worker heartbeat keys);
 * the transport's own background loops (the Redis control channel);
 * results are settled with retries; at an incomplete stop held tasks are handed back.
 
-A transport implements :class:`StepTransport`; see ``redis_transport``, ``pg_transport`` and
+A transport implements :class:`~sync_worker.nestjs.transport.StepTransport` (and, for
+workflows, ``TurnTransport``); see ``redis_transport``, ``pg_transport``, ``mysql_transport`` and
 ``sqs_transport``.
 """
 
@@ -28,7 +33,7 @@ import functools
 import logging
 import os
 import uuid
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 from ..cancel import CancelToken
 from ..instrumentation import run_step
@@ -39,66 +44,21 @@ from ..runtime.inflight import InflightTask
 from ..runtime.shell import RuntimeShell, ShutdownIncomplete
 from ..runtime.slots import SlotPool, admit
 from ..runtime.status import RoleTracker, StatusBoard, WorkerState, WorkerStatus
-from .bounds import encode_result
+from .bounds import encode_decision, encode_result
 from .descriptor import default_instance_id
-from .steps import StepWorker, step_id_of
+from .steps import StepWorker
+from .transport import Delivery, StepTransport, TurnTransport, supports_turns
+from .workflows import WorkflowWorker
 
-__all__ = ["Delivery", "NestjsSource", "NestjsWorker", "ShutdownIncomplete", "StepTransport"]
+__all__ = ["Delivery", "NestjsSource", "NestjsWorker", "ShutdownIncomplete", "StepTransport", "TurnTransport"]
 
 logger = logging.getLogger("sync_worker.nestjs")
 
 _TICK_SECONDS = 0.5
 _SETTLE_ATTEMPTS = 4
 _CANCELLED_RUNS_KEPT = 10000
-
-
-class Delivery:
-    """One task this worker holds (claimed, lease running) until it is settled or released."""
-
-    def __init__(self, task: Dict[str, Any], handle: Any) -> None:
-        self.task = task
-        self.handle = handle  # the transport's own reference (a BullJob, a claimed row)
-        self.step_id = step_id_of(task)
-        self.lost = False  # the lease was taken away: someone else may run the step again
-        self.last_beat = 0.0
-
-
-class StepTransport(Protocol):
-    """What :class:`NestjsWorker` needs from a broker. Every method may block; none may be async."""
-
-    kind: str
-    #: Seconds a claim stays ours without renewal (BullMQ lock duration, SQL lease).
-    lease_seconds: float
-
-    def open(self, names: Sequence[str], worker: NestjsWorker) -> None:
-        """Connect and check the broker is reachable (fail fast); prepare queues/tables."""
-
-    def claim(self) -> Optional[Delivery]:
-        """One task moved to us, or None when nothing waits. Never blocks for long."""
-
-    def wait_for_work(self, timeout: float) -> None:
-        """Block up to ``timeout`` s or until work may have arrived."""
-
-    def settle(self, delivery: Delivery, result: Dict[str, Any], payload: str) -> None:
-        """Deliver the result (JSON ``payload``) to the engine and retire the task."""
-
-    def renew(self, deliveries: Sequence[Delivery]) -> None:
-        """Extend the lease of every held task; mark ``lost`` the ones no longer ours."""
-
-    def beat(self, delivery: Delivery) -> None:
-        """``heartbeat_sync``: extend this task's lease now and beat the engine's liveness window."""
-
-    def maintain(self, now: float) -> None:
-        """Periodic work (stalled checks, worker heartbeat keys); called every keeper tick."""
-
-    def release(self, delivery: Delivery) -> None:
-        """Give an unfinished task back at once (cold stop) so another worker can run it."""
-
-    def background(self) -> List[Tuple[str, Callable[[CancelToken], None]]]:
-        """Extra loops to run until the worker stops, as (name, loop(cancel))."""
-
-    def close(self, *, clean: bool) -> None:
-        """Disconnect; ``clean`` (a completed warm stop) also withdraws the worker's liveness keys."""
+#: How often a turn being replayed beats its run's liveness (the published runner's 5 s).
+RUN_BEAT_SECONDS = 5.0
 
 
 class _Backoff(PollFailureBackoff):
@@ -111,35 +71,52 @@ class _Backoff(PollFailureBackoff):
         return self._route
 
 
-class NestjsSource:
-    """A nestjs-durable transport as a :class:`~sync_worker.runtime.shell.TaskSource`: the
-    fetcher (the intake loop), the lease keeper, the transport's own loops, settling results."""
+class _Intake:
+    """One intake loop's collaborators: its slots, how it claims and waits, and its status role."""
 
-    def __init__(self, owner: NestjsWorker, steps: StepWorker, transport: StepTransport, *, slots: SlotPool,
-                 backend: ConcurrencyBackend, fetch_role: RoleTracker, keeper_role: RoleTracker, idle_wait: float,
-                 describe: Callable[[], str]) -> None:
+    def __init__(self, kind: str, slots: SlotPool, role: RoleTracker, claim: Callable[[], Optional[Delivery]],
+                 wait: Callable[[float], None], route: str) -> None:
+        self.kind, self.slots, self.role = kind, slots, role
+        self.claim, self.wait, self.route = claim, wait, route
+
+
+class NestjsSource:
+    """A nestjs-durable transport as a :class:`~sync_worker.runtime.shell.TaskSource`: the step
+    fetcher and (with workflows) the turn fetcher -- the intake loops --, the lease keeper, the
+    transport's own loops, settling results and decisions."""
+
+    def __init__(self, owner: NestjsWorker, steps: Optional[StepWorker], transport: StepTransport, *,
+                 backend: ConcurrencyBackend, keeper_role: RoleTracker, idle_wait: float,
+                 describe: Callable[[], str], step_intake: Optional[_Intake] = None,
+                 workflows: Optional[WorkflowWorker] = None, turn_intake: Optional[_Intake] = None) -> None:
         self.owner, self.steps, self.transport = owner, steps, transport
-        self.slots, self.backend = slots, backend
-        self.fetch_role, self.keeper_role = fetch_role, keeper_role
+        self.workflows = workflows
+        self.backend = backend
+        self.keeper_role = keeper_role
         self.idle_wait = idle_wait
         self._describe = describe
+        self._intakes = [i for i in (step_intake, turn_intake) if i is not None]
         self.fetch_cancel = CancelToken(backend.event)
         self.keeper_cancel = CancelToken(backend.event)
         self._lock = backend.lock()
         self._held: Dict[int, Delivery] = {}
         self.completed = 0
         self.failed = 0
+        self.turns = 0
         self.shell: Optional[RuntimeShell] = None
 
     # -- TaskSource --------------------------------------------------------------------------
 
     def join(self) -> None:
-        self.transport.open(self.steps.names, self.owner)
+        self.transport.open(self.steps.names if self.steps is not None else [], self.owner)
 
     def start(self, shell: RuntimeShell) -> None:
         self.shell = shell
         worker_id = self.owner.worker_id
-        shell.spawn_loop(f"nestjs-fetch-{worker_id}", self._fetch_loop, role="fetch loop", critical=True, intake=True)
+        for intake in self._intakes:
+            name = "fetch" if intake.kind == "step" else "turns"
+            shell.spawn_loop(f"nestjs-{name}-{worker_id}", functools.partial(self._fetch_loop, intake),
+                             role=f"{intake.kind} fetch loop", critical=True, intake=True)
         shell.spawn_loop(f"nestjs-keeper-{worker_id}", self._keeper_loop, role="lease keeper", critical=False)
         for name, loop in self.transport.background():
             shell.spawn_loop(f"nestjs-{name}-{worker_id}", functools.partial(loop, self.keeper_cancel),
@@ -159,8 +136,8 @@ class NestjsSource:
             try:
                 self.transport.release(delivery)
             except Exception as error:
-                logger.warning("step %s: could not hand it back (%s); its lease will lapse",
-                               delivery.step_id, type(error).__name__)
+                logger.warning("%s %s: could not hand it back (%s); its lease will lapse",
+                               delivery.kind, delivery.step_id, type(error).__name__)
 
     def close(self, *, clean: bool, deadline: float) -> None:
         try:
@@ -179,27 +156,27 @@ class NestjsSource:
         return self._describe()
 
     def describe_incomplete(self, why: str, running: Sequence[str]) -> str:
-        return (f"nestjs worker {self.owner.worker_id}: {why} with steps still running ({', '.join(running)}); "
+        return (f"nestjs worker {self.owner.worker_id}: {why} with tasks still running ({', '.join(running)}); "
                 "they were handed back to the broker without a result")
 
     # -- loops -------------------------------------------------------------------------------
 
-    def _fetch_loop(self) -> None:
-        tracker = self.fetch_role
-        backoff = _Backoff(f"{self.transport.kind}:claim")
+    def _fetch_loop(self, intake: _Intake) -> None:
+        tracker = intake.role
+        backoff = _Backoff(f"{self.transport.kind}:{intake.route}")
         tracker.started()
         slot: Any = None
         try:
             while not self.fetch_cancel.cancelled:
                 if slot is None:  # claim only with a free slot in hand: never more work than slots
-                    slot = admit(self.slots, self.fetch_cancel)
+                    slot = admit(intake.slots, self.fetch_cancel)
                     if slot is None:
                         break
                 tracker.request_started()
                 try:
-                    delivery = self.transport.claim()
+                    delivery = intake.claim()
                     if delivery is None:
-                        self.transport.wait_for_work(self.idle_wait)
+                        intake.wait(self.idle_wait)
                 except Exception as error:
                     tracker.request_failed(error)
                     self.fetch_cancel.wait(backoff.next_delay(error))
@@ -219,47 +196,71 @@ class NestjsSource:
         key = id(delivery)
         with self._lock:
             self._held[key] = delivery
-        slot.started(str(delivery.task.get("name") or ""))
+        if delivery.kind == "workflow":
+            slot.started(str(delivery.task.get("workflow") or ""))
+            run = self._run_turn
+        else:
+            slot.started(str(delivery.task.get("name") or ""))
+            run = self._run_step
 
         def body(inflight: InflightTask) -> str:
             try:
-                result = run_step(delivery.task, lambda task: self.steps.process_task(
-                    task, heartbeat=lambda: self._beat(delivery), is_cancelled=self.owner.is_cancelled))
-                if inflight.claim_report():
-                    self._settle(delivery, result)
-                return "completed" if result.get("status") == "completed" else "failed"
+                return run(delivery, inflight)
             finally:
                 with self._lock:
                     self._held.pop(key, None)
 
         try:
-            self.shell.spawn_task("step", delivery.step_id, slot, body)
+            self.shell.spawn_task(delivery.kind, delivery.step_id, slot, body)
         except BaseException:
             with self._lock:
                 self._held.pop(key, None)
             raise
 
-    def _settle(self, delivery: Delivery, result: Dict[str, Any]) -> None:
-        payload = encode_result(result)
+    def _run_step(self, delivery: Delivery, inflight: InflightTask) -> str:
+        assert self.steps is not None
+        steps = self.steps
+        result = run_step(delivery.task, lambda task: steps.process_task(  # through installed step interceptors
+            task, heartbeat=lambda: self._beat(delivery), is_cancelled=self.owner.is_cancelled,
+            on_event=lambda event: self._progress(delivery, event)))
+        ok = result.get("status") == "completed"
+        if inflight.claim_report():
+            payload = encode_result(result)
+            if self._settle(delivery, lambda: self.transport.settle(delivery, result, payload)):
+                if ok:
+                    self.completed += 1
+                else:
+                    self.failed += 1
+        return "completed" if ok else "failed"
+
+    def _run_turn(self, delivery: Delivery, inflight: InflightTask) -> str:
+        assert self.workflows is not None
+        turns: TurnTransport = self.transport  # type: ignore[assignment]
+        self._beat_run(delivery)
+        decision = self.workflows.process_task(delivery.task, is_cancelled=self.owner.is_cancelled)
+        if inflight.claim_report():
+            payload = encode_decision(decision)
+            if self._settle(delivery, lambda: turns.settle_turn(delivery, decision, payload)):
+                self.turns += 1
+        return "failed" if decision.get("status") == "failed" else "completed"
+
+    def _settle(self, delivery: Delivery, send: Callable[[], None]) -> bool:
         delay = 0.25
         for attempt in range(1, _SETTLE_ATTEMPTS + 1):
             try:
-                self.transport.settle(delivery, result, payload)
+                send()
+                return True
             except Exception as error:
                 if attempt == _SETTLE_ATTEMPTS:
-                    logger.error("step %s: could not deliver its result (%s); the broker will hand it out "
-                                 "again when its lease lapses", delivery.step_id, type(error).__name__)
-                    return
-                logger.warning("step %s: result delivery failed (%s); retrying in %.2fs",
+                    logger.error("%s %s: could not deliver its outcome (%s); the broker will hand it out "
+                                 "again when its lease lapses", delivery.kind, delivery.step_id,
+                                 type(error).__name__)
+                    return False
+                logger.warning("%s %s: delivery failed (%s); retrying in %.2fs", delivery.kind,
                                delivery.step_id, type(error).__name__, delay)
                 self.backend.sleep(delay)
                 delay *= 2
-                continue
-            if result.get("status") == "completed":
-                self.completed += 1
-            else:
-                self.failed += 1
-            return
+        return False
 
     def _beat(self, delivery: Delivery) -> None:
         now = self.backend.monotonic()
@@ -270,6 +271,19 @@ class NestjsSource:
             self.transport.beat(delivery)
         except Exception as error:  # a missed beat is covered by the keeper's renewal
             logger.warning("step %s: heartbeat failed (%s)", delivery.step_id, type(error).__name__)
+
+    def _beat_run(self, delivery: Delivery) -> None:
+        delivery.last_beat = self.backend.monotonic()
+        try:
+            self.transport.beat_run(delivery)  # type: ignore[attr-defined]
+        except Exception as error:  # best effort, as the published runner: the next beat may land
+            logger.warning("turn %s: run heartbeat failed (%s)", delivery.step_id, type(error).__name__)
+
+    def _progress(self, delivery: Delivery, event: Dict[str, Any]) -> None:
+        try:
+            self.transport.progress(delivery, event)
+        except Exception as error:  # live progress is best effort; the event also rides the result
+            logger.debug("step %s: progress event not sent (%s)", delivery.step_id, type(error).__name__)
 
     def _held_deliveries(self) -> List[Delivery]:
         with self._lock:
@@ -286,8 +300,11 @@ class NestjsSource:
                 now = clock()
                 tracker.request_started()
                 try:
+                    held = self._held_deliveries()
+                    for delivery in held:
+                        if delivery.kind == "workflow" and now - delivery.last_beat >= RUN_BEAT_SECONDS:
+                            self._beat_run(delivery)
                     if now >= next_renew:
-                        held = self._held_deliveries()
                         if held:
                             self.transport.renew(held)
                         next_renew = now + self.transport.lease_seconds / 2.0
@@ -308,32 +325,45 @@ class NestjsSource:
 
 
 class NestjsWorker:
-    """Serve ``steps`` from ``transport`` until stopped (``run()`` blocks; ``stop()`` from anywhere).
+    """Serve ``steps`` (a :class:`StepWorker`) and/or ``workflows`` (a :class:`WorkflowWorker`,
+    Redis only) from ``transport`` until stopped (``run()`` blocks; ``stop()`` from anywhere).
 
-    ``concurrency`` is a fixed N, ``"adaptive"`` or a dict of knobs (docs/concurrency.md);
-    ``memory_probe`` is where the admission gate reads memory (default: cgroup, then /proc).
+    ``concurrency`` is a fixed N, ``"adaptive"`` or a dict of knobs (docs/concurrency.md) for step
+    slots; ``workflow_slots`` turns replay at once; ``memory_probe`` is where the admission gate
+    reads memory (default: cgroup, then /proc).
     """
 
     def __init__(
         self,
-        steps: StepWorker,
+        steps: Optional[StepWorker],
         transport: StepTransport,
         *,
+        workflows: Optional[WorkflowWorker] = None,
         concurrency: ConcurrencyOption = 4,
+        workflow_slots: int = 4,
         pool: Optional[str] = None,
         shutdown_timeout: float = 30.0,
         instance_id: Optional[str] = None,
         idle_wait: float = 1.0,
         memory_probe: Optional[MemoryProbe] = None,
     ) -> None:
-        if not steps.names:
-            raise ValueError("the StepWorker has no steps registered")
+        if steps is not None and not steps.names:
+            steps = None
+        if workflows is not None and not workflows.names:
+            raise ValueError("the WorkflowWorker has no workflows registered")
+        if steps is None and workflows is None:
+            raise ValueError("nothing to serve: the StepWorker has no steps registered and there are no workflows")
+        if workflows is not None and not supports_turns(transport):
+            raise ValueError(f"workflows are served over Redis only: the engine's {transport.kind} transport "
+                             "carries no workflow tasks")
         if shutdown_timeout < 0 or idle_wait <= 0:
             raise ValueError("shutdown_timeout must be >= 0 and idle_wait > 0")
         self.steps = steps
+        self.workflows = workflows
         self.transport = transport
         self.concurrency_config = resolve_concurrency(concurrency)
         self.concurrency = self.concurrency_config.capacity
+        self.workflow_slots = int(workflow_slots)
         self.shutdown_timeout = float(shutdown_timeout)
         self.idle_wait = float(idle_wait)
         self.instance_id = instance_id or default_instance_id()
@@ -344,12 +374,22 @@ class NestjsWorker:
         self.gate = AdmissionGate(self.concurrency_config, probe=memory_probe, clock=b.monotonic,
                                   lock_factory=b.native_lock, event_factory=b.event, name="step",
                                   tags={"task_kind": "step", "task_queue": transport.kind})
-        slots = SlotPool(b, "step", self.concurrency, self.gate)
         board = StatusBoard(self.worker_id, "nestjs", transport.kind, b.monotonic, b.native_lock)
         lease = max(1.0, float(transport.lease_seconds))
-        fetch_role = board.add_role(RoleTracker(
-            "step", b.monotonic, overdue_seconds=max(30.0, 2 * idle_wait), stall_seconds=max(120.0, 4 * lease),
-            is_poller=True, lock_factory=b.native_lock))
+
+        def poller(kind: str) -> RoleTracker:
+            return board.add_role(RoleTracker(
+                kind, b.monotonic, overdue_seconds=max(30.0, 2 * idle_wait), stall_seconds=max(120.0, 4 * lease),
+                is_poller=True, lock_factory=b.native_lock))
+
+        step_intake = turn_intake = None
+        if steps is not None:
+            step_intake = _Intake("step", SlotPool(b, "step", self.concurrency, self.gate), poller("step"),
+                                  transport.claim, transport.wait_for_work, "claim")
+        if workflows is not None:
+            turns: TurnTransport = transport  # type: ignore[assignment]
+            turn_intake = _Intake("workflow", SlotPool(b, "workflow", self.workflow_slots), poller("workflow"),
+                                  turns.claim_turn, turns.wait_for_turn, "turn")
         keeper_role = board.add_role(RoleTracker(
             "lease", b.monotonic, overdue_seconds=lease, stall_seconds=2 * lease, is_poller=False,
             lock_factory=b.native_lock))
@@ -360,15 +400,22 @@ class NestjsWorker:
                                   shutdown_timeout=self.shutdown_timeout, task_queue=transport.kind, owner=self,
                                   name_prefix="nestjs", interrupts_propagate=False)
         self.shell.add_gate(self.gate)
-        #: The transport as the shell's task source.
-        self.source = NestjsSource(self, steps, transport, slots=slots, backend=b, fetch_role=fetch_role,
-                                   keeper_role=keeper_role, idle_wait=self.idle_wait, describe=self._describe)
+        #: The transport as the shell's task source (one source, one or two intake loops).
+        self.source = NestjsSource(self, steps, transport, backend=b, keeper_role=keeper_role,
+                                   idle_wait=self.idle_wait, describe=self._describe, step_intake=step_intake,
+                                   workflows=workflows, turn_intake=turn_intake)
         self.shell.attach(self.source)
 
     def _describe(self) -> str:
-        line = (f"nestjs worker {self.worker_id} serving {', '.join(self.steps.names)} over {self.transport.kind} "
-                f"({self.pool}, {self.concurrency} slots)")
-        if self.concurrency_config.adaptive:
+        served = []
+        if self.steps is not None:
+            served.append(f"steps {', '.join(self.steps.names)} ({self.concurrency} slots)")
+        if self.workflows is not None:
+            served.append(f"workflows {', '.join(self.workflows.names)} on group {self.workflows.group} "
+                          f"({self.workflow_slots} slots)")
+        line = (f"nestjs worker {self.worker_id} serving {' and '.join(served)} over {self.transport.kind} "
+                f"({self.pool})")
+        if self.steps is not None and self.concurrency_config.adaptive:
             line += (f"; step slots are adaptive ({self.concurrency_config.min}..{self.concurrency_config.max}) "
                      "behind the memory admission gate")
         return line

@@ -140,6 +140,9 @@ class SqsTransport:
     def beat(self, delivery: Delivery) -> None:
         self.renew([delivery])
 
+    def progress(self, delivery: Delivery, event: Dict[str, Any]) -> None:
+        """No live channel here: step events ride the result."""
+
     def maintain(self, now: float) -> None:
         """Nothing periodic: SQS redelivers a message whose visibility lapsed."""
 

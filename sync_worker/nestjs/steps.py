@@ -87,6 +87,7 @@ class StepContext:
         heartbeat: Optional[Callable[[], None]] = None,
         is_cancelled: Optional[Callable[[str], bool]] = None,
         clock: Callable[[], float] = time.time,
+        on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
     ) -> None:
         self.run_id: str = str(task.get("runId"))
         self.seq: int = int(task.get("seq") or 0)
@@ -104,6 +105,7 @@ class StepContext:
         self._heartbeat = heartbeat
         self._is_cancelled = is_cancelled
         self._clock = clock
+        self._on_event = on_event
 
     @property
     def cancelled(self) -> bool:
@@ -119,15 +121,32 @@ class StepContext:
             self._heartbeat()
 
     def log(self, message: str, level: str = "info", **data: Any) -> None:
-        """Attach a log event to the step's result (the engine shows it on the step's checkpoint)."""
+        """Attach a log event to the step's result (the engine shows it on the step's checkpoint);
+        over Redis it is also streamed live as a ``step.progress`` event."""
         if level not in _LEVELS:
             raise ValueError(f"unknown step log level {level!r}; expected one of {', '.join(_LEVELS)}")
+        self._event(level, message, data or None)
+
+    def progress(self, message: str, data: Any = None, *, phase: Optional[str] = None) -> None:
+        """Report progress now: an ``info`` event (with ``phase`` when given) streamed at once to the
+        engine as ``step.progress`` on the Redis control channel -- an engine built with
+        ``controlPlane`` hands it to its subscribers -- and kept on the step's result too."""
+        self._event("info", message, data, phase=phase)
+
+    def _event(self, level: str, message: str, data: Any, *, phase: Optional[str] = None) -> None:
         if len(self.events) >= _MAX_EVENTS:
             return
         event: Dict[str, Any] = {"at": int(self._clock() * 1000), "level": level, "message": str(message)}
-        if data:
+        if phase is not None:
+            event["phase"] = str(phase)
+        if data is not None:
             event["data"] = data
         self.events.append(event)
+        if self._on_event is not None:
+            try:
+                self._on_event(event)
+            except Exception:  # live progress is best effort: the event still rides the result
+                logger.debug("step %s: the progress sink failed", self.step_id, exc_info=True)
 
     # The asyncio SDK's spelling: ctx.info("charged", {"amount": 3}).
     def debug(self, message: str, data: Any = None) -> None:
@@ -143,10 +162,7 @@ class StepContext:
         self._leveled("error", message, data)
 
     def _leveled(self, level: str, message: str, data: Any) -> None:
-        before = len(self.events)
-        self.log(message, level)
-        if data is not None and len(self.events) > before:
-            self.events[-1]["data"] = data
+        self._event(level, message, data)
 
 
 _current: contextvars.ContextVar[Optional[StepContext]] = contextvars.ContextVar(
@@ -216,8 +232,12 @@ class StepWorker:
         *,
         heartbeat: Optional[Callable[[], None]] = None,
         is_cancelled: Optional[Callable[[str], bool]] = None,
+        on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
     ) -> Dict[str, Any]:
-        """Run the handler of ``task["name"]`` and return the wire result. Never raises for bad input."""
+        """Run the handler of ``task["name"]`` and return the wire result. Never raises for bad input.
+
+        ``on_event`` receives each step event as it happens (the transport streams it live).
+        """
         started_at = int(time.time() * 1000)
         base: Dict[str, Any] = {
             "runId": task.get("runId"),
@@ -229,7 +249,7 @@ class StepWorker:
         handler = self._handlers.get(name) if isinstance(name, str) else None
         if handler is None:
             return {**base, "status": "failed", "error": {"message": f"no handler for {name}", "retryable": False}}
-        ctx = StepContext(task, heartbeat=heartbeat, is_cancelled=is_cancelled)
+        ctx = StepContext(task, heartbeat=heartbeat, is_cancelled=is_cancelled, on_event=on_event)
         token = _current.set(ctx)
         try:
             args = (task.get("input"), ctx) if self._wants_ctx[str(name)] else (task.get("input"),)

@@ -1,4 +1,4 @@
-"""``--transport URL``: a transport from a ``redis://``, ``postgresql://`` or ``sqs://`` URL.
+"""``--transport URL``: a transport from a ``redis://``, ``postgresql://``, ``mysql://`` or ``sqs://`` URL.
 
 ``sqs://[REGION][?endpoint=http://HOST:PORT]``: the region and endpoint default to the AWS
 configuration (``AWS_REGION``, ``AWS_ENDPOINT_URL_SQS``...); credentials always come from it.
@@ -13,11 +13,12 @@ __all__ = ["transport_for_url"]
 
 _REDIS = ("redis://", "rediss://", "unix://")
 _POSTGRES = ("postgresql://", "postgres://")
+_MYSQL = ("mysql://", "mariadb://")
 
 
 def transport_for_url(url: str, *, prefix: str = "durable", namespace: Optional[str] = None,
                       partition: Optional[str] = None, **options: Any) -> Any:
-    """A :class:`RedisTransport` or :class:`PostgresTransport` for ``url``; ValueError otherwise."""
+    """The transport for ``url`` (Redis, PostgreSQL, MySQL/MariaDB or SQS); ValueError otherwise."""
     if url.startswith(_REDIS):
         from .redis_transport import RedisTransport
 
@@ -29,6 +30,13 @@ def transport_for_url(url: str, *, prefix: str = "durable", namespace: Optional[
         from .pg_transport import PostgresTransport
 
         return PostgresTransport(url, prefix=prefix, **options)
+    if url.startswith(_MYSQL):
+        if namespace or partition:
+            raise ValueError("the MySQL transport has no namespace or partition "
+                             "(the engine's DbTransport has none)")
+        from .mysql_transport import MysqlTransport
+
+        return MysqlTransport(url, prefix=prefix, **options)
     if url.startswith("sqs://"):
         if namespace or partition:
             raise ValueError("the SQS transport has no namespace or partition (the engine's SqsTransport has none)")
@@ -38,4 +46,5 @@ def transport_for_url(url: str, *, prefix: str = "durable", namespace: Optional[
         endpoint = parse_qs(parts.query).get("endpoint", [None])[0]
         return SqsTransport(prefix=prefix, region=parts.netloc or None, endpoint_url=endpoint, **options)
     scheme = url.split("://", 1)[0] if "://" in url else url
-    raise ValueError(f"unsupported nestjs transport {scheme!r}: use redis://HOST:PORT, postgresql://... or sqs://")
+    raise ValueError(f"unsupported nestjs transport {scheme!r}: use redis://HOST:PORT, postgresql://..., "
+                     "mysql://... or sqs://")

@@ -200,7 +200,7 @@ def run_activity_task(
     log_id = attempt_id or task_id
     task_logger.info(format_received(activity_type, log_id))
     started = time.monotonic()
-    activity_api._set_context(ctx)
+    activity_api.set_context(ctx)
     try:
         try:
             result = execute(ActivityInterceptorContext(
@@ -229,7 +229,7 @@ def run_activity_task(
         report_failure(failure_from_exception(error), "failure")
         return "failed"
     finally:
-        activity_api._set_context(None)
+        activity_api.set_context(None)
 
     if not inflight.claim_report():
         logger.warning("%s finished after the worker abandoned it; its result is not reported", label)

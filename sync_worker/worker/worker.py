@@ -118,7 +118,7 @@ class Worker:
         self.interceptors = checked_interceptors(interceptors)
         self.backend: ConcurrencyBackend = backend_for_pool(pool if pool is not None else default_pool())
         self.pool = self.backend.name
-        activity_api._install_local(self.backend.name, self.backend.local)
+        activity_api.install_local(self.backend.name, self.backend.local)
         b = self.backend
 
         #: The sticky workflow cache (off with capacity 0); docs/worker.md "Sticky workflow cache".

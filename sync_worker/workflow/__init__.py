@@ -71,6 +71,7 @@ from .definition import defn, query, signal, update, update_validator
 from .history import UnsupportedReplayHistory
 from .policies import ActivityRetryPolicy, CancellationPolicy, ChildWorkflowRetryPolicy, ParentClosePolicy
 from .registry import WorkflowRegistry
+from .replay_check import HistoryCheck, Replayer, ReplayReport
 from .replayer import ReplayResult, replay
 from .streams import MessageStream, MessageStreamMessage
 from .task import QueryTaskOutcome, WorkflowTaskOutcome, apply_update, execute_query_task, execute_workflow_task
@@ -89,6 +90,7 @@ __all__ = [
     "ContinueAsNew",
     "FailUpdate",
     "FailWorkflow",
+    "HistoryCheck",
     "MessageStream",
     "MessageStreamMessage",
     "NonDeterministicReplayError",
@@ -96,7 +98,9 @@ __all__ = [
     "QueryTaskOutcome",
     "RecordSideEffect",
     "RecordVersionMarker",
+    "ReplayReport",
     "ReplayResult",
+    "Replayer",
     "Saga",
     "SagaCompensationFailed",
     "ScheduleActivity",

@@ -93,6 +93,18 @@ class WorkflowContext:
         #: Commands built and not yet yielded (a forgotten ``yield``: ``unyielded``).
         self._issued = IssuedCommands()
 
+    # -- the replayer's view (not for workflow code) ------------------------------------
+
+    @property
+    def stream_inbox(self) -> StreamInbox:
+        """The run's message-stream state, fed from history by the replayer."""
+        return self._streams
+
+    @property
+    def issued_commands(self) -> IssuedCommands:
+        """Commands built here and not yet yielded (the replayer releases each yielded one)."""
+        return self._issued
+
     # -- identity and determinism -------------------------------------------------
 
     @property

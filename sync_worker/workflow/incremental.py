@@ -70,7 +70,7 @@ from .matching import check_step
 from .messages import ResumeContext, current_message, message_id
 from .reader import _validate_codecs, collect_resolved, collect_steps, reorder_parallel_groups
 from .recorded import LIVE
-from .replayer import ReplayResult, _is_stream, _Replay, _Stop, _suffix_minima
+from .replayer import ReplayResult, _is_stream, _Replay, _Stop
 from .streams import is_cursor_checkpoint
 
 __all__ = ["SuspendedRun", "resume", "start"]
@@ -220,11 +220,7 @@ def _extend(replay: _Replay, new_events: List[Dict[str, Any]]) -> Optional[List[
             history.result_steps[position] = _rebuilt(replay, history.result_steps[position])
     if not replay.recorded:
         replay.receivers.extend(new_receivers)
-    replay._result_base = replay.cursor
-    replay._result_min = _suffix_minima(history.result_steps[replay.cursor:])
-    replay._wait_base = max(0, replay.wait_cursor - 1)
-    replay._wait_min = _suffix_minima(history.wait_steps[replay._wait_base:])
-    replay._pending_min = min(history.pending_steps, key=lambda step: step.sequence, default=None)
+    replay.reindex()
     return new_receivers
 
 

@@ -32,7 +32,7 @@ class WorkflowRegistry:
         handler_registries(cls)  # re-checks handlers (a subclass may have added some)
         existing = self._by_name.get(name)
         if existing is not None and existing is not cls:
-            raise DuplicateRegistrationError("workflow", name)
+            raise DuplicateRegistrationError("workflow", name, existing, cls)
         self._by_name[name] = cls
         return cls
 

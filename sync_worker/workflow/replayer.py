@@ -52,6 +52,7 @@ from .failures import fail_workflow_from_exception
 from .history import HistoryIndex, Receiver, RecordedStep, UnsupportedReplayHistory
 from .matching import annotate_group, check_step, first_failure, group_leaves, reshape
 from .messages import ResumeContext, current_message, update_arrival
+from .positions import code_position
 from .reader import read_history_scanner
 from .recorded import LIVE, RecordedWaits, UpdateCall
 from .streams import is_cursor_checkpoint
@@ -74,11 +75,11 @@ class ReplayResult:
 
     @property
     def message_stream_cursors(self) -> List[Dict[str, Any]]:
-        return self.context._streams.cursor_report()
+        return self.context.stream_inbox.cursor_report()
 
     @property
     def message_stream_waits(self) -> List[Dict[str, Any]]:
-        return self.context._streams.wait_report()
+        return self.context.stream_inbox.wait_report()
 
 
 _Stop = Stop
@@ -112,22 +113,19 @@ class _Replay(ConditionWaits, RecordedWaits):
         for receiver in self.receivers:
             # Checkpoints predate this run (continue-as-new): seed them before the first wait.
             if _is_stream(receiver) and is_cursor_checkpoint(receiver.args):
-                self.ctx._streams.accept(receiver.args)
+                self.ctx.stream_inbox.accept(receiver.args)
         self.cursor = 0
         self.wait_cursor = 0
         self.pending: List[Command] = []
         self.versions: Dict[str, int] = {}
         self.trailing_wait: Optional[WaitCondition] = None
         self.trailing_epoch = 0
-        self._result_base = 0  # _result_min[i] covers result_steps[_result_base + i:]
-        self._result_min = _suffix_minima(self.history.result_steps)
-        self._wait_base = 0  # likewise for _wait_min and wait_steps
-        self._wait_min = _suffix_minima(self.history.wait_steps)
-        self._pending_min = min(self.history.pending_steps, key=lambda step: step.sequence, default=None)
+        self.reindex()
         # Where the run is suspended (the sticky cache resumes it there, see ``incremental``).
         self.generator: Any = None
         self.blocked: Any = None
         self.blocked_mark = 0  # pending[:blocked_mark] came before the blocked command
+        self.last_line: Optional[Tuple[Any, int]] = None  # (code, line) of run()'s latest yield
         # What the condition-wait decisions read (see ``waiting``).
         self.wait_visits: List[WaitVisit] = []
         self.visits_by_id: Dict[str, List[int]] = {}
@@ -148,6 +146,15 @@ class _Replay(ConditionWaits, RecordedWaits):
         return queue
 
     # -- recorded-step bookkeeping --------------------------------------------------
+
+    def reindex(self) -> None:
+        """Rebuild the lookup of the earliest unconsumed step from the cursors (after history grew)."""
+        history = self.history
+        self._result_base = self.cursor  # _result_min[i] covers result_steps[_result_base + i:]
+        self._result_min = _suffix_minima(history.result_steps[self.cursor:])
+        self._wait_base = max(0, self.wait_cursor - 1)  # likewise for _wait_min and wait_steps
+        self._wait_min = _suffix_minima(history.wait_steps[self._wait_base:])
+        self._pending_min = min(history.pending_steps, key=lambda step: step.sequence, default=None)
 
     def unconsumed(self) -> List[RecordedStep]:
         """Every recorded step not consumed yet, lowest sequence first (results, waits, pending on ties)."""
@@ -187,7 +194,7 @@ class _Replay(ConditionWaits, RecordedWaits):
 
     def apply(self, receiver: Receiver) -> None:
         if _is_stream(receiver):
-            self.ctx._streams.accept(receiver.args)
+            self.ctx.stream_inbox.accept(receiver.args)
             return
         registry = getattr(self.cls, "__workflow_signals__" if receiver.kind == "signal" else "__workflow_updates__",
                            {}) or {}
@@ -252,7 +259,11 @@ class _Replay(ConditionWaits, RecordedWaits):
             raise WorkflowEntryArgumentsMismatchError(name, "argument_binding_failed") from None
         try:
             return self.result(self.drive())
-        except (NonDeterministicReplayError, InvalidWorkflowDefinition, UnsupportedReplayHistory):
+        except NonDeterministicReplayError as error:
+            if error.code_position is None:
+                error.code_position = code_position(self.generator, self.last_line, self.cls)
+            raise
+        except (InvalidWorkflowDefinition, UnsupportedReplayHistory):
             raise
         except (Exception, WorkflowCancelled) as error:
             return self.result([*self.pending, fail_workflow_from_exception(error)])
@@ -280,7 +291,9 @@ class _Replay(ConditionWaits, RecordedWaits):
                 command = generator.throw(action[1]) if action[0] == "throw" else generator.send(action[1])
             except StopIteration as stop:
                 return self.finish(stop.value)
-            self.ctx._issued.release(command)
+            frame = generator.gi_frame
+            self.last_line = (frame.f_code, frame.f_lineno)  # where run() ended, if it ends with a mismatch
+            self.ctx.issued_commands.release(command)
             first = False
             if self.cursor != self._last_cursor:
                 self._last_cursor, self.yields_since_result = self.cursor, 0
@@ -305,7 +318,7 @@ class _Replay(ConditionWaits, RecordedWaits):
                 f"unsupported_workflow_result: {self.cls.__qualname__}.run returned an async value; "
                 "use a plain result or yield durable commands."
             )
-        forgotten = forgotten_yield(value, self.ctx._issued.leftovers(), self.cls.__qualname__)
+        forgotten = forgotten_yield(value, self.ctx.issued_commands.leftovers(), self.cls.__qualname__)
         if forgotten is not None:
             raise InvalidWorkflowDefinition(forgotten)
         if self.recorded:

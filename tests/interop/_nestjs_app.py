@@ -1,4 +1,5 @@
-"""``sync-worker nestjs tests.interop._nestjs_app:worker``: our StepWorker with the interop steps."""
+"""``sync-worker nestjs tests.interop._nestjs_app:worker [..:workflows]``: our StepWorker with the
+interop steps, and our WorkflowWorker with the interop workflows."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import time
 from pathlib import Path
 from typing import Any, Dict
 
-from sync_worker.nestjs import FatalError, StepContext, StepWorker, current_step
+from sync_worker.nestjs import FatalError, StepContext, StepFailed, StepWorker, WorkflowWorker, current_step
 
 from ._nestjs_steps import install
+from ._nestjs_workflows import GROUP
+from ._nestjs_workflows import install as install_workflows
 
 worker = StepWorker()
 install(worker.step, FatalError)
@@ -43,3 +46,8 @@ def slow_ok(data: Dict[str, Any]) -> Dict[str, Any]:
 for _steps, _sep in ((worker, "."), (sqs_worker, "-")):
     _steps.register(f"payments{_sep}cancellable", cancellable)
     _steps.register(f"payments{_sep}slow-ok", slow_ok)
+
+
+#: Python-authored workflows on the group ``py-workflows`` (``sync-worker nestjs ..._nestjs_app:workflows``).
+workflows = WorkflowWorker(group=GROUP)
+install_workflows(workflows.workflow, StepFailed)

@@ -5,6 +5,7 @@ Run by the interpreter of its own virtualenv (``SYNC_WORKER_NESTJS_CONTROL_PYTHO
 
     python _nestjs_control.py redis://HOST:PORT/DB PREFIX [LOCK_SECONDS [CONCURRENCY]]
     python _nestjs_control.py postgresql://... PREFIX [LEASE_SECONDS]   (tables made by the harness)
+    python _nestjs_control.py mysql://... PREFIX [LEASE_SECONDS]        (the same, MySQL dialect)
     python _nestjs_control.py sqs+http://HOST:PORT PREFIX [VISIBILITY_SECONDS]   (moto; dot-free names)
 
 LOCK_SECONDS shortens the BullMQ lock and stalled-check interval of the published worker (its
@@ -22,10 +23,12 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _nestjs_steps import install
-from durable_worker import FatalError, Worker
+from _nestjs_workflows import GROUP
+from _nestjs_workflows import install as install_workflows
+from durable_worker import FatalError, StepFailed, Worker, WorkflowWorker
 
-GROUPS = ["payments.charge-card", "payments.declined", "payments.flaky", "payments.slow", "bench.echo",
-          "bench.sleep"]
+GROUPS = ["payments.charge-card", "payments.declined", "payments.flaky", "payments.slow", "payments.progress",
+          "bench.echo", "bench.sleep"]
 
 
 def build(sep: str = ".") -> Worker:
@@ -75,15 +78,20 @@ async def serve_redis(url: str, prefix: str, lock_seconds: float, concurrency: i
     bullmq.Worker = TunedWorker
     handle = await redis_runner.run_redis_worker(build(), connection=url, prefix=prefix,
                                                 concurrency=concurrency)
+    # The split WorkflowWorker on the group the engine's `engine.remote(name, {group})` dispatches to.
+    workflows = WorkflowWorker(group=GROUP, auto_register=False)
+    install_workflows(workflows.workflow, StepFailed, step_group="default")
+    turns = await redis_runner.run_redis_workflow_worker(workflows, group=GROUP, connection=url, prefix=prefix)
     print("control ready", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     await stop.wait()
+    await turns.close()
     await handle.close()
 
 
-async def serve_db(dsn: str, prefix: str, lease_seconds: float) -> None:
+async def serve_db(dsn: str, prefix: str, lease_seconds: float, dialect: str) -> None:
     from durable_worker.db_runner import run_db_worker
 
     worker = build()
@@ -91,7 +99,7 @@ async def serve_db(dsn: str, prefix: str, lease_seconds: float) -> None:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     groups = GROUPS
     print("control ready", flush=True)
-    await asyncio.gather(*(run_db_worker(worker, group=g, dsn=dsn, dialect="postgres", prefix=prefix,
+    await asyncio.gather(*(run_db_worker(worker, group=g, dsn=dsn, dialect=dialect, prefix=prefix,
                                          poll_ms=100, lease_ms=int(lease_seconds * 1000), stop=stop,
                                          auto_create=False)  # five loops would race on CREATE TABLE
                            for g in groups))
@@ -106,7 +114,7 @@ def main() -> None:
     elif url.startswith("redis"):
         asyncio.run(serve_redis(url, prefix, lease, concurrency))
     else:
-        asyncio.run(serve_db(url, prefix, lease))
+        asyncio.run(serve_db(url, prefix, lease, "mysql" if url.startswith("mysql") else "postgres"))
 
 
 if __name__ == "__main__":

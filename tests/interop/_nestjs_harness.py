@@ -39,6 +39,10 @@ def pg_admin_dsn() -> Optional[str]:
     return os.environ.get("SYNC_WORKER_TEST_PG_DSN")
 
 
+def mysql_url() -> Optional[str]:
+    return os.environ.get("SYNC_WORKER_TEST_MYSQL_URL")
+
+
 def control_python() -> Optional[str]:
     path = os.environ.get(CONTROL_PYTHON_ENV)
     return path if path and os.path.exists(path) else None
@@ -64,7 +68,7 @@ class MotoServer:
         with open(log_dir / "moto.log", "w", encoding="utf-8") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
                                          stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # its imports take long on a busy machine
         while time.monotonic() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
@@ -99,6 +103,11 @@ def missing(transport: str, *, control: bool = False) -> Optional[str]:
         return "no local SQS: boto3 and moto[server] are not installed (the dev extra has them)"
     if transport == "postgresql" and not pg_admin_dsn():
         return "no PostgreSQL: SYNC_WORKER_TEST_PG_DSN is unset (scripts/services.sh starts one)"
+    if transport == "mysql" and not mysql_url():
+        return ("no MariaDB: SYNC_WORKER_TEST_MYSQL_URL is unset (scripts/prepare.d/41-mariadb.sh installs it, "
+                "scripts/services.sh starts it)")
+    if transport == "mysql" and not (ENGINE_DIR / "node_modules" / "mysql2").is_dir():
+        return "the engine's mysql2 driver is not installed: run scripts/prepare (npm ci in tests/interop/nestjs)"
     if control and control_python() is None:
         return f"the published durable-worker venv is missing ({CONTROL_PYTHON_ENV}; scripts/prepare makes it)"
     return None
@@ -134,6 +143,35 @@ def create_pg_tables(dsn: str, prefix: str) -> None:
         PostgresTransport(dsn, prefix=prefix)._prepare(conn)
 
 
+def _mysql(url: str) -> Any:
+    import pymysql
+
+    from sync_worker.nestjs.mysql_transport import connect_args
+
+    return pymysql.connect(**connect_args(url), autocommit=True)
+
+
+def drop_mysql_tables(url: str, prefix: str) -> None:
+    conn = _mysql(url)
+    try:
+        with conn.cursor() as cur:
+            for table in (f"{prefix}_transport_tasks", f"{prefix}_transport_results"):
+                cur.execute(f"DROP TABLE IF EXISTS `{table}`")
+    finally:
+        conn.close()
+
+
+def create_mysql_tables(url: str, prefix: str) -> None:
+    """The engine's DbTransport schema in its MySQL dialect (as our MysqlTransport creates it)."""
+    from sync_worker.nestjs.mysql_transport import MysqlTransport
+
+    conn = _mysql(url)
+    try:
+        MysqlTransport(url, prefix=prefix)._prepare(conn)
+    finally:
+        conn.close()
+
+
 def flush_redis_prefix(url: str, prefix: str) -> None:
     import redis
 
@@ -151,9 +189,10 @@ class Engine:
     """The real nestjs-durable engine in a node process."""
 
     def __init__(self, transport: str, prefix: str, *, url: str) -> None:
-        kind = {"redis": "redis", "postgresql": "pg", "sqs": "sqs"}[transport]
+        kind = {"redis": "redis", "postgresql": "pg", "mysql": "mysql", "sqs": "sqs"}[transport]
         env = dict(os.environ, **AWS_ENV, ENGINE_TRANSPORT=kind, ENGINE_PREFIX=prefix)
-        env[{"redis": "ENGINE_REDIS_URL", "pg": "ENGINE_PG_DSN", "sqs": "ENGINE_SQS_ENDPOINT"}[kind]] = url
+        env[{"redis": "ENGINE_REDIS_URL", "pg": "ENGINE_PG_DSN", "mysql": "ENGINE_MYSQL_URL",
+             "sqs": "ENGINE_SQS_ENDPOINT"}[kind]] = url
         #: SQS queue names cannot hold dots: the SQS workers serve ``payments-charge-card``...
         self.dashed = transport == "sqs"
         self.stderr: List[str] = []
@@ -215,8 +254,10 @@ class StepWorkerProcess:
     """A step worker in its own process: ``kind`` is ``threads``, ``gevent`` or ``control``."""
 
     def __init__(self, kind: str, transport_url: str, prefix: str, *, lease: float, log_dir: Path,
-                 concurrency: str = "4", extra: Sequence[str] = ()) -> None:
+                 concurrency: str = "4", extra: Sequence[str] = (), workflows: bool = False) -> None:
         self.kind = kind
+        #: Ours also serves the interop workflows (the control always does over Redis).
+        self.workflows = workflows
         self.transport_url = transport_url
         self.prefix = prefix
         self.lease = lease
@@ -235,8 +276,9 @@ class StepWorkerProcess:
             url = f"sqs+{self.transport_url}" if sqs else self.transport_url
             return [python, str(CONTROL_SCRIPT), url, self.prefix, str(self.lease), concurrency]
         target = "tests.interop._nestjs_app:" + ("sqs_worker" if sqs else "worker")
+        targets = [target, "tests.interop._nestjs_app:workflows"] if self.workflows else [target]
         url = f"sqs://us-east-1?endpoint={self.transport_url}" if sqs else self.transport_url
-        cmd = [sys.executable, "-m", "sync_worker", "nestjs", target,
+        cmd = [sys.executable, "-m", "sync_worker", "nestjs", *targets,
                "--transport", url, "--prefix", self.prefix, "-P", self.kind,
                "-c", self.concurrency, "--lock-duration", str(self.lease), "--shutdown-timeout", "10", *self.extra]
         if self.transport_url.startswith("redis"):
@@ -318,17 +360,20 @@ def record(result: Dict[str, Any]) -> Dict[str, Any]:
 class Fleet:
     """One engine and one worker process per worker kind, each on its own prefix, started lazily."""
 
-    def __init__(self, transport: str, url: str, base_dir: Path, *, lease: float = 2.0) -> None:
+    def __init__(self, transport: str, url: str, base_dir: Path, *, lease: float = 2.0, workflows: bool = False,
+                 tag: str = "") -> None:
         self.transport = transport
         self.url = url
         self.base_dir = base_dir
         self.lease = lease
+        self.workflows = workflows
+        self.tag = tag
         self.members: Dict[str, Any] = {}
         self.records: Dict[Any, Dict[str, Any]] = {}
 
     def prefix(self, kind: str) -> str:
-        tag = f"{kind[:3]}{os.getpid()}"
-        return f"swnj_{tag}" if self.transport == "postgresql" else f"swnj-{tag}"
+        tag = f"{self.tag}{kind[:3]}{os.getpid()}"
+        return f"swnj_{tag}" if self.transport in ("postgresql", "mysql") else f"swnj-{tag}"
 
     def get(self, kind: str) -> Any:
         if kind not in self.members:
@@ -337,12 +382,23 @@ class Fleet:
                 drop_pg_tables(self.url, prefix)
                 if kind == "control":
                     create_pg_tables(self.url, prefix)
+            elif self.transport == "mysql":
+                drop_mysql_tables(self.url, prefix)
+                if kind == "control":
+                    create_mysql_tables(self.url, prefix)
             elif self.transport == "redis":
                 flush_redis_prefix(self.url, prefix)
             log_dir = self.base_dir / "logs"
             log_dir.mkdir(parents=True, exist_ok=True)
-            worker = StepWorkerProcess(kind, self.url, prefix, lease=self.lease, log_dir=log_dir).start()
+            worker = StepWorkerProcess(kind, self.url, prefix, lease=self.lease, log_dir=log_dir,
+                                       workflows=self.workflows).start()
             engine = Engine(self.transport, prefix, url=self.url)
+            if self.workflows:
+                from ._nestjs_workflows import GROUP, NAMES
+
+                for name in NAMES:
+                    engine.call("remote", workflow=name, group=GROUP)
+                engine.call("serveTsSteps")
             self.members[kind] = (engine, worker)
         return self.members[kind]
 
@@ -379,5 +435,7 @@ class Fleet:
         for kind in self.members:
             if self.transport == "postgresql":
                 drop_pg_tables(self.url, self.prefix(kind))
+            elif self.transport == "mysql":
+                drop_mysql_tables(self.url, self.prefix(kind))
             elif self.transport == "redis":
                 flush_redis_prefix(self.url, self.prefix(kind))

@@ -52,6 +52,15 @@ def install(register: Callable[[str], Callable[[Any], Any]], fatal: Any, sep: st
             time.sleep(float(data.get("seconds", 120)))
         return {"done": True, "starts": starts}
 
+    @register("payments.progress")
+    def progress(data: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
+        # ours: ctx.progress (streamed live); the published SDK streams every step event (ctx.info)
+        report = getattr(ctx, "progress", None) or ctx.info
+        for i in range(int(data.get("count", 3))):
+            report(f"batch {i + 1}", {"done": i + 1})
+            time.sleep(0.05)
+        return {"reported": int(data.get("count", 3))}
+
     @register("bench.echo")
     def echo(data: Dict[str, Any]) -> Dict[str, Any]:
         return {"i": data.get("i")}

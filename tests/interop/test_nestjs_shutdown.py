@@ -57,7 +57,7 @@ def test_warm_stop_finishes_the_running_step(setup: Tuple[Engine, StepWorkerProc
     client = redis.Redis.from_url(redis_url() or "", decode_responses=True)
     assert list(client.scan_iter(match=f"{prefix}-worker-*")) == []  # liveness withdrawn at once
     client.close()
-    assert "draining 1 step(s)" in worker.log()
+    assert "draining 1 task(s)" in worker.log()
 
 
 def test_cold_stop_hands_the_step_back(setup: Tuple[Engine, StepWorkerProcess, Path, str]) -> None:

@@ -176,3 +176,21 @@ def test_the_cli_refuses_bad_arguments_with_a_reason() -> None:
                                    "--stalled-interval", "5"])
     assert stalled.exit_code == 2 and "redis transport only" in stalled.output
     assert "nestjs" in runner.invoke(main, ["--help"]).output
+
+
+def test_mysql_urls_pick_the_mysql_transport_and_parse() -> None:
+    from sync_worker.nestjs.mysql_transport import MysqlTransport, connect_args
+    from sync_worker.nestjs.urls import transport_for_url
+
+    transport = transport_for_url("mysql://sw:p%40ss@db.local:3307/engine", prefix="svc", lock_duration=5)
+    assert isinstance(transport, MysqlTransport) and transport.kind == "mysql"
+    assert transport.tasks_table == "`svc_transport_tasks`" and transport.lease_seconds == 5
+    assert connect_args("mariadb://db.local/engine?charset=utf8") == {
+        "host": "db.local", "port": 3306, "user": "root", "password": "", "database": "engine", "charset": "utf8"}
+    assert connect_args("mysql://sw:p%40ss@db.local:3307/engine")["password"] == "p@ss"
+    with pytest.raises(ValueError):
+        connect_args("mysql://db.local")  # no database
+    with pytest.raises(ValueError):
+        transport_for_url("mysql://h/db", partition="eu")
+    with pytest.raises(ValueError):
+        MysqlTransport("mysql://h/db", prefix="bad-prefix")

@@ -22,6 +22,12 @@ pytest (with or without pytest-django)::
 The workers run in other threads (or greenlets) with their own database connections, so
 they see only *committed* rows: use ``TransactionTestCase`` (or pytest-django's
 ``transactional_db``), not ``TestCase``, whose rows stay inside the test's transaction.
+
+Time skipping (``DurableTestEnvironment(time_skipping=True)``, or ``durable_time_skipping = True``
+on a test class with the mixin): the server is the one of ``sync_worker.testing``'s
+time-skipping environment, on a virtual clock. ``run_workflow`` and ``durable.result(handle)``
+let time jump to each next timer, timeout or schedule while they wait; ``durable.sleep(seconds)``
+moves it explicitly. A workflow that waits three days completes in milliseconds.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import Any, Iterator, List, Optional, Sequence
 
 from sync_worker import Worker
 from sync_worker.devserver import DevServer
+from sync_worker.testing.live import LiveEnvironment
 
 from .conf import raw_settings
 from .runner import WorkerGroup
@@ -41,15 +48,29 @@ __all__ = ["DurableTestEnvironment", "DurableWorkflowTestMixin", "durable_server
 
 
 class DurableTestEnvironment:
-    """A dev server, ``SYNC_WORKER`` pointed at it, and the workers started on demand."""
+    """A dev server, ``SYNC_WORKER`` pointed at it, and the workers started on demand.
 
-    def __init__(self, server: Optional[DevServer] = None) -> None:
+    With ``time_skipping`` the server runs on a virtual clock (``sync_worker.testing``'s
+    time-skipping environment, :attr:`live`): see :meth:`sleep` and :meth:`result`.
+    """
+
+    def __init__(self, server: Optional[DevServer] = None, *, time_skipping: bool = False) -> None:
         self._own_server = server is None
-        if server is None:  # the server requires the tokens the settings name (TOKEN or per plane)
-            configured = raw_settings() or {}
-            server = DevServer(token=configured.get("TOKEN"), worker_token=configured.get("WORKER_TOKEN"),
-                               control_token=configured.get("CONTROL_TOKEN"))
+        #: The ``sync_worker.testing`` environment behind a time-skipping server (``None`` otherwise).
+        self.live: Optional[LiveEnvironment] = None
+        configured = raw_settings() or {}  # the server requires the tokens the settings name (TOKEN or per plane)
+        token, worker_token = configured.get("TOKEN"), configured.get("WORKER_TOKEN")
+        control_token = configured.get("CONTROL_TOKEN")
+        if time_skipping:
+            if server is not None:
+                raise ValueError("time_skipping builds its own server; do not pass one")
+            self.live = LiveEnvironment.start(time_skipping=True, token=token, worker_token=worker_token,
+                                              control_token=control_token)
+            server = self.live.server
+        elif server is None:
+            server = DevServer(token=token, worker_token=worker_token, control_token=control_token)
         self.server = server
+        self._result_client: Any = None
         self._settings: Any = None
         self.group: Optional[WorkerGroup[Worker]] = None
         self._thread: Optional[threading.Thread] = None
@@ -115,7 +136,35 @@ class DurableTestEnvironment:
 
         queue = task_queue or get_config().task_queues[0].name
         handle = self.client.start_workflow(workflow_type, *args, task_queue=queue, **options)
-        return handle.result(timeout=timeout)
+        return self.result(handle, timeout=timeout)
+
+    def result(self, handle: Any, *, timeout: float = 60.0) -> Any:
+        """The workflow's result (a handle or workflow id); on a virtual clock, time skips while it waits."""
+        if self.live is None:
+            return self.client.get_result(handle, timeout=timeout)
+        return self._live_client().get_result(handle if isinstance(handle, str) else handle.workflow_id,
+                                              timeout=timeout)
+
+    def sleep(self, seconds: float) -> None:
+        """Let ``seconds`` pass: on a virtual clock every timer, timeout and schedule on the way fires."""
+        if self.live is None:
+            time.sleep(seconds)
+        else:
+            self.live.sleep(seconds)
+
+    def time(self) -> float:
+        """The server's time (epoch seconds; virtual with time skipping)."""
+        return self.server.clock.time()
+
+    def _live_client(self) -> Any:
+        """The time-skipping environment's client, with the settings' tokens (its waits skip time)."""
+        assert self.live is not None
+        if self._result_client is None:
+            configured = raw_settings() or {}
+            self._result_client = self.live.new_client(token=configured.get("TOKEN"),
+                                                       control_token=configured.get("CONTROL_TOKEN"),
+                                                       worker_token=configured.get("WORKER_TOKEN"))
+        return self._result_client
 
     def stop(self) -> None:
         try:
@@ -124,7 +173,11 @@ class DurableTestEnvironment:
             if self._settings is not None:
                 self._settings.disable()
                 self._settings = None
-            if self._own_server:
+            if self._result_client is not None:
+                self._result_client.close()
+            if self.live is not None:
+                self.live.shutdown()
+            elif self._own_server:
                 self.server.stop()
 
 
@@ -136,6 +189,8 @@ class DurableWorkflowTestMixin:
     """
 
     durable: DurableTestEnvironment
+    #: Run the test's server on a virtual clock (``self.durable.sleep``, ``run_workflow`` skip time).
+    durable_time_skipping = False
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -149,7 +204,7 @@ class DurableWorkflowTestMixin:
 
     def setUp(self) -> None:
         super().setUp()  # type: ignore[misc]
-        self.durable = DurableTestEnvironment().start()
+        self.durable = DurableTestEnvironment(time_skipping=self.durable_time_skipping).start()
         self.addCleanup(self.durable.stop)  # type: ignore[attr-defined]
 
     def start_durable_workers(self, task_queues: Optional[Sequence[str]] = None, **options: Any) -> List[Worker]:

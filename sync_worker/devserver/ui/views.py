@@ -10,7 +10,7 @@ from ... import payloads
 from .. import control, schedules, workers
 from ..engine import Engine
 from ..store import Row
-from ..util import TERMINAL_STATUSES, ApiError, iso, now
+from ..util import TERMINAL_STATUSES, ApiError, iso
 from .html import Html, esc, kv_list, link, payload_block, quote_id, table
 
 __all__ = ["activities_page", "not_found", "run_page", "schedules_page", "status_badge", "task_queues_page",
@@ -120,7 +120,7 @@ def _pending(engine: Engine, run: Row) -> Tuple[List[List[Any]], List[List[Any]]
              a.get("task_queue")]
             for a in engine.store.select("activities", "run_id = ?", (run["run_id"],))
             if a.get("state") in ("ready", "leased", "backoff")]
-    at = now()
+    at = engine.now()
     timers = [[t.get("sequence"), t.get("delay_seconds"), t.get("timer_kind") or "timer",
                fires_at(t.get("fire_at"), at)]
               for t in engine.store.select("timers", "run_id = ? AND state = 'pending'", (run["run_id"],))]

@@ -9,7 +9,14 @@
 //   {"op":"wait","runId":"r1","timeoutMs":30000}  -> {"status","output","error","checkpoints":[...]}
 //   {"op":"startMany","prefix":"b","count":200,"step":"bench.echo","input":{}}   (the bench)
 //   {"op":"waitMany","prefix":"b","count":200,"timeoutMs":120000} -> {"completed","failed","ms"}
+//   {"op":"remote","workflow":"pipeline","group":"py-workflows"}   engine.remote(): a Python-authored workflow
+//   {"op":"startWorkflow","workflow":"pipeline","input":{...},"runId":"r2"}
+//   {"op":"signal","token":"approve","payload":{...}}                  engine.signal()
+//   {"op":"progress","runId":"r1"} -> {"events":[...]}  the step.progress events the engine relayed
 //   {"op":"close"}
+//   env ENGINE_TRANSPORT=mysql  ENGINE_MYSQL_URL=mysql://root@127.0.0.1:PORT/db  (typeorm + mysql2)
+//   {"op":"serveTsSteps"}   (Redis) the engine's transport also serves the TypeScript steps `ts.greet`
+//                           and `reports.render` (examples/nestjs_workflows.py)
 import 'reflect-metadata';
 import { createInterface } from 'node:readline';
 import { WorkflowEngine, InMemoryStateStore, descriptorHash } from '@dudousxd/nestjs-durable-core';
@@ -35,7 +42,9 @@ async function makeTransport() {
   }
   const { DataSource } = await import('typeorm');
   const { DbTransport, typeOrmExecutor } = await import('@dudousxd/nestjs-durable-transport-db');
-  const ds = new DataSource({ type: 'postgres', url: process.env.ENGINE_PG_DSN });
+  const ds = kind === 'mysql'
+    ? new DataSource({ type: 'mysql', url: process.env.ENGINE_MYSQL_URL })
+    : new DataSource({ type: 'postgres', url: process.env.ENGINE_PG_DSN });
   await ds.initialize();
   return { transport: new DbTransport({ executor: typeOrmExecutor(ds), prefix, pollMs: 100 }), ds };
 }
@@ -45,6 +54,13 @@ const store = new InMemoryStateStore();
 // The BullMQ transport is also the control plane: engine.cancel() publishes {kind:'cancel'} on <P>-control.
 const engine = new WorkflowEngine({ store, transport, ...(kind === 'redis' ? { controlPlane: transport } : {}) });
 const registered = new Set();
+// step.progress events the engine relayed from the control channel, by run.
+const progress = new Map();
+engine.subscribe((event) => {
+  if (event.type !== 'step.progress') return;
+  if (!progress.has(event.runId)) progress.set(event.runId, []);
+  progress.get(event.runId).push({ ...event, at: event.at instanceof Date ? event.at.getTime() : event.at });
+});
 
 function workflowFor(step, retries, backoff) {
   const name = `wf.${step}.${retries}.${backoff}`;
@@ -60,12 +76,9 @@ const timers = setInterval(() => { engine.resumeDueTimers().catch(() => {}); }, 
 
 async function describe(runId) {
   const run = await store.getRun(runId);
-  const checkpoints = [];
-  for (let seq = 0; seq < 4; seq += 1) {
-    const cp = await store.getCheckpoint(runId, seq);
-    if (cp) checkpoints.push(cp);
-  }
-  return { status: run?.status, output: run?.output, error: run?.error, checkpoints };
+  const checkpoints = (await store.listCheckpoints(runId)).sort((a, b) => a.seq - b.seq);
+  // awaiting: the turn whose decision the run waits for (a remote workflow), else null
+  return { status: run?.status, output: run?.output, error: run?.error, awaiting: run?.awaitingDecisionTaskId ?? null, checkpoints };
 }
 
 async function waitFor(runId, timeoutMs) {
@@ -86,6 +99,24 @@ async function handle(cmd) {
     }
     case 'wait':
       return waitFor(cmd.runId, cmd.timeoutMs ?? 30000);
+    case 'remote':
+      if (!registered.has(`remote:${cmd.workflow}`)) {
+        engine.remote(cmd.workflow, { group: cmd.group });
+        registered.add(`remote:${cmd.workflow}`);
+      }
+      return { ok: true };
+    case 'serveTsSteps':
+      transport.handle('ts.greet', async (input) => ({ greeting: `hello ${input?.name ?? 'nobody'}`, by: 'typescript' }));
+      transport.handle('reports.render', async (input) => ({ pages: Math.ceil((input?.rows ?? 0) / 50), by: 'typescript' }));
+      return { ok: true };
+    case 'startWorkflow':
+      await engine.start(cmd.workflow, cmd.input ?? null, cmd.runId);
+      return { ok: true };
+    case 'signal':
+      await engine.signal(cmd.token, cmd.payload ?? null);
+      return { ok: true };
+    case 'progress':
+      return { events: progress.get(cmd.runId) ?? [] };
     case 'describe':
       return describe(cmd.runId);
     case 'cancel':

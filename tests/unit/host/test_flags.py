@@ -72,10 +72,22 @@ def test_run_takes_both_spellings_for_a_factory_client(flag: str, monkeypatch: p
     assert (client.base_url, client.token, client.namespace) == ("http://flag.test:1", "env-token", "default")
 
 
-def test_run_without_a_server_says_which_flag_and_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    result = CliRunner().invoke(main, ["run", f"{T}:factory", "-Q", "q"], env={"DURABLE_WORKFLOW_SERVER_URL": ""})
-    assert result.exit_code == 2
-    assert "pass --server-url or set DURABLE_WORKFLOW_SERVER_URL" in result.output
+def test_run_without_a_server_uses_the_local_default_and_says_so(monkeypatch: pytest.MonkeyPatch,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 27: one server rule. ``run`` with neither flag nor variable connects to
+    http://127.0.0.1:7233 (as the operator commands and the Celery app do) and logs why."""
+    import sync_worker.worker.cli as cli
+
+    from ..worker import _cli_targets
+
+    monkeypatch.setattr(cli, "serve", lambda worker: 0)
+    _cli_targets.CALLS.clear()
+    with caplog.at_level("INFO", logger="sync_worker.host"):
+        result = CliRunner().invoke(main, ["run", f"{T}:factory", "-Q", "q"], env={"DURABLE_WORKFLOW_SERVER_URL": ""})
+    assert result.exit_code == 0, result.output
+    assert _cli_targets.CALLS[0][0].base_url == "http://127.0.0.1:7233"
+    assert "no server URL given (--server-url or DURABLE_WORKFLOW_SERVER_URL): using http://127.0.0.1:7233" in (
+        caplog.text)
 
 
 def test_the_django_command_takes_both_spellings() -> None:

@@ -185,3 +185,32 @@ class WorkflowTests(DurableWorkflowTestMixin, TransactionTestCase):
             self.assertEqual(worker.sticky_cache.capacity, 200)
             flagged = build_workers(task_queues=["inventory"], overrides={"WORKFLOW_POLLERS": 2})[0]
             self.assertEqual(flagged.max_concurrent_workflow_task_polls, 2)
+
+
+class TimeSkippingTests(DurableWorkflowTestMixin, TransactionTestCase):
+    """The mixin on sync_worker.testing's virtual clock: three days pass in milliseconds."""
+
+    durable_time_skipping = True
+
+    def test_a_three_day_timer_then_an_orm_write(self):
+        order = Order.objects.create(customer="late payer")
+        self.start_durable_workers(["shop"])
+        before = self.durable.time()
+        result = self.run_workflow("shop.remind_unpaid", order.pk, task_queue="shop", timeout=30,
+                                   execution_timeout_seconds=30 * 86400, run_timeout_seconds=30 * 86400)
+        self.assertEqual(result, {"order": order.pk, "status": "reminded"})
+        self.assertEqual(Order.objects.get(pk=order.pk).status, "reminded")
+        self.assertGreaterEqual(self.durable.time() - before, 3 * 86400)
+        self.assertLess(self.durable.time() - before, 3 * 86400 + 60)
+
+    def test_sleep_moves_the_clock_for_a_workflow_started_through_the_django_client(self):
+        order = Order.objects.create(customer="sleeper")
+        self.start_durable_workers(["shop"])
+        handle = self.durable_client.start_workflow("shop.remind_unpaid", order.pk, task_queue="shop",
+                                                    execution_timeout_seconds=30 * 86400,
+                                                    run_timeout_seconds=30 * 86400)
+        self.durable.sleep(2 * 86400)
+        self.assertEqual(Order.objects.get(pk=order.pk).status, "new")
+        self.durable.sleep(86400 + 60)  # the timer started when the first task ran, just after the start
+        self.assertEqual(Order.objects.get(pk=order.pk).status, "reminded")
+        self.assertEqual(handle.describe().status, "completed")

@@ -31,3 +31,14 @@ class SlowTouch:
         result = yield ctx.schedule_activity("shop.slow_touch", [order_id, seconds], start_to_close_timeout=120,
                                              heartbeat_timeout=30)
         return result
+
+
+@workflow.defn(name="shop.remind_unpaid")
+class RemindUnpaid:
+    """Three days after an order, mark it reminded (tested on a virtual clock)."""
+
+    def run(self, ctx, order_id):
+        yield ctx.sleep(3 * 86400)
+        status = yield ctx.schedule_activity("shop.mark_status", [order_id, "reminded"], start_to_close_timeout=30,
+                                             retry_policy=RETRY)
+        return {"order": order_id, "status": status}
