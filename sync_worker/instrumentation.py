@@ -97,7 +97,7 @@ def install_client_hook(hook: ClientCallHook) -> None:
     if not callable(hook):
         raise TypeError(f"a client hook must be callable, got {type(hook).__name__}")
     with _lock:
-        if not any(existing is hook for existing in _client):
+        if not any(existing == hook for existing in _client):  # ==: a bound method is a new object per access
             _client = (*_client, hook)
 
 
@@ -116,7 +116,7 @@ def uninstall(hook: Any) -> None:
     global _worker, _client, _steps
     with _lock:
         _worker = tuple(x for x in _worker if x is not hook)
-        _client = tuple(x for x in _client if x is not hook)
+        _client = tuple(x for x in _client if x != hook)
         _steps = tuple(x for x in _steps if x is not hook)
 
 
