@@ -244,3 +244,35 @@ def test_without_server_trace_context_nothing_is_sent_and_tasks_start_their_own_
     ours = [s for s in finished if (s.attributes or {}).get("workflow_run_id") == handle.run_id]
     assert ours and all(s.context.trace_id != start.context.trace_id for s in ours)
     assert len(_named(ours, "RunWorkflow:")) == 1 and len(_named(ours, "RunActivity:")) == 1
+
+
+def test_the_worker_metrics_through_an_opentelemetry_meter_keep_the_prometheus_names(client: Client) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from sync_worker.contrib.opentelemetry import OpenTelemetryMetrics
+    from sync_worker.runtime.metrics import TASK_DURATION, TASKS, InMemoryMetrics
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    also = InMemoryMetrics()
+    queue = unique_queue("otel-metrics")
+    worker = make_worker(client, task_queue=queue, workflows=[Parent, Child], activities=[double], poll_timeout=1.0,
+                         metrics=OpenTelemetryMetrics(provider, also=also))
+    with RunningWorker(worker):
+        handle = client.start_workflow("e2e.otel.parent", 2, False, task_queue=queue)
+        wait_for(lambda: client.query_workflow(handle.workflow_id, "seen")["result"] == [4], timeout=20)
+        handle.signal("finish")
+        assert handle.result(timeout=20) == [4]
+    data = reader.get_metrics_data()
+    points: Dict[str, List[Any]] = {}
+    for resource in data.resource_metrics if data is not None else []:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                points.setdefault(metric.name, []).extend(metric.data.data_points)
+    kinds = {(p.attributes["task_kind"], p.attributes["outcome"]) for p in points[TASKS]}
+    assert {("workflow", "completed"), ("activity", "completed"), ("query", "completed")} <= kinds
+    activity_done = sum(p.value for p in points[TASKS] if p.attributes["task_kind"] == "activity")
+    assert activity_done == 1
+    assert all(p.attributes["task_queue"] == queue for p in points[TASK_DURATION])
+    provider.shutdown()
