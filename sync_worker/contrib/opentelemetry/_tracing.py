@@ -169,7 +169,7 @@ class TracingInterceptor(PassthroughWorkerInterceptor):
         attributes = _attrs(workflow_instance_id=task.get("workflow_id"), workflow_run_id=task.get("run_id"),
                             workflow_type=task.get("workflow_type"), activity_type=context.activity_type,
                             activity_id=task.get("activity_execution_id"),
-                            activity_attempt_id=task.get("attempt_id"),
+                            activity_attempt_id=task.get("activity_attempt_id") or task.get("attempt_id"),
                             activity_attempt_number=task.get("attempt_number"), task_queue=context.task_queue,
                             namespace=context.namespace, worker_id=context.worker_id, task_id=task.get("task_id"))
         span = self.tracer.start_span(f"RunActivity:{context.activity_type}", context=parent, links=links,
