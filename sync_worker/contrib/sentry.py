@@ -22,7 +22,8 @@ From then on every worker of the process (plain ``Worker``, ``sync-worker run``,
   nothing leaks from one task to the next), and the trace linked: the current OpenTelemetry span
   when ``contrib.opentelemetry`` is on, else the task's W3C ``traceparent`` from the server.
 
-Cancellation, shutdown and lost leases are not errors and are never captured. The Django app and
+Cancellation, shutdown, lost leases and the Celery facade's ``Retry`` / ``Ignore`` / ``Reject`` are
+not errors and are never captured (the facade's final failures are non-retryable: captured once). The Django app and
 the Celery facade call :func:`enable_if_sentry_is_initialized` when their worker starts, so a shop
 that already runs ``sentry_sdk.init(...)`` (with Sentry's Django or Celery integration) keeps its
 error reports when it swaps in sync_worker, as those integrations turn themselves on.
@@ -30,6 +31,7 @@ error reports when it swaps in sync_worker, as those integrations turn themselve
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any, Dict, Mapping, Optional
 
@@ -53,7 +55,7 @@ __all__ = ["SyncWorkerIntegration", "SentryInterceptor", "enable_if_sentry_is_in
 _NOT_ERRORS = (ActivityCancelled, ActivityLeaseAuthorityLost, WorkerShutdown)
 _lock = threading.Lock()
 _installed: Optional[SentryInterceptor] = None
-_auto = False  # turned on by a door (Django, Celery facade) for a process that already runs Sentry
+_auto_client: Any = None  # the Sentry client a door (Django, Celery facade) found initialised
 
 
 class SyncWorkerIntegration(Integration):
@@ -76,10 +78,11 @@ def enable_if_sentry_is_initialized() -> bool:
     What the Django app and the Celery facade call as their worker starts; a no-op (False) when
     Sentry is not initialised. ``SyncWorkerIntegration`` in ``sentry_sdk.init`` is the explicit way.
     """
-    global _auto
-    if not sentry_sdk.get_client().is_active():
+    global _auto_client
+    client = sentry_sdk.get_client()
+    if not client.is_active():
         return False
-    _auto = True
+    _auto_client = client
     _install()
     return True
 
@@ -98,7 +101,7 @@ def _options() -> Optional[SyncWorkerIntegration]:
     if not client.is_active():
         return None
     integration = client.get_integration(SyncWorkerIntegration)
-    if integration is None and _auto:
+    if integration is None and client is _auto_client:
         return _DEFAULTS
     return integration
 
@@ -131,6 +134,14 @@ def _link_trace(scope: Any, task: Mapping[str, Any]) -> None:
     if trace_id is not None and span_id is not None:
         scope.set_context("trace", {"trace_id": f"{trace_id:032x}", "span_id": f"{span_id:016x}",
                                     "op": "sync_worker.task"})
+
+
+def _control_flow(error: BaseException) -> bool:
+    """The Celery facade's ``Retry`` / ``Ignore`` / ``Reject``: requests, not errors (as Sentry's Celery
+    integration treats Celery's). Read only when the facade is loaded; nothing is imported for it."""
+    facade = sys.modules.get("sync_worker_celery.exceptions")
+    kinds = tuple(getattr(facade, name) for name in ("Retry", "Ignore", "Reject") if hasattr(facade, name))
+    return bool(kinds) and isinstance(error, kinds)
 
 
 def _fresh_breadcrumbs(scope: Any) -> None:
@@ -184,6 +195,8 @@ class SentryInterceptor(PassthroughWorkerInterceptor):
             except _NOT_ERRORS:
                 raise
             except Exception as error:
+                if _control_flow(error):
+                    raise
                 if options.capture_every_attempt or _final_attempt(task, error):
                     sentry_sdk.capture_exception(error)
                 raise
