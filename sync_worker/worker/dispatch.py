@@ -15,6 +15,7 @@ from ..cancel import CancelToken
 from ..interceptors import WorkerInterceptor
 from ..protocol import ActivityTask, MalformedTask, QueryTask, WorkerPlane, WorkflowTask, parse_task
 from ..protocol.trace_context import advertised
+from ..runtime import log_context
 from ..runtime.metrics import TASK_DURATION, TASKS
 from ..runtime.shell import RuntimeShell
 from ..runtime.slots import Slot
@@ -71,6 +72,9 @@ class TaskDispatcher:
         except Exception:
             return False
 
+    def _log_fields(self, kind: str, raw: Mapping[str, Any]) -> Dict[str, Any]:
+        return log_context.task_fields(kind, raw, task_queue=self.task_queue, namespace=self.namespace)
+
     def _tags(self, kind: str, outcome: str) -> Dict[str, str]:
         return {"task_kind": kind, "task_queue": self.task_queue, "outcome": outcome}
 
@@ -92,23 +96,31 @@ class TaskDispatcher:
         if not isinstance(task, ActivityTask):
             return
         slot.started(task.activity_type)
-        self.shell.spawn_task("activity", task.task_id, slot, lambda inflight: run_activity_task(
-            client=self.client, task=task, activities=self.activities, worker_id=self.worker_id,
-            task_queue=self.task_queue, inflight=inflight, interceptors=self._interceptors(), namespace=self.namespace,
-            observability_supported=self._observability(),
-        ))
+
+        def body(inflight: Any) -> str:
+            with log_context.bound(self._log_fields("activity", raw)):
+                return run_activity_task(
+                    client=self.client, task=task, activities=self.activities, worker_id=self.worker_id,
+                    task_queue=self.task_queue, inflight=inflight, interceptors=self._interceptors(),
+                    namespace=self.namespace, observability_supported=self._observability())
+
+        self.shell.spawn_task("activity", task.task_id, slot, body)
 
     def workflow(self, raw: Dict[str, Any], slot: Optional[Slot]) -> None:
         assert slot is not None
         task = self._parse("workflow", raw, slot)
         if not isinstance(task, WorkflowTask):
             return
-        self.shell.spawn_task("workflow", task.task_id, slot, lambda inflight: run_workflow_task(
-            client=self.client, task=task, registry=self.workflows.registry(), worker_id=self.worker_id,
-            task_queue=self.task_queue, inflight=inflight, sleep=self.shell.backend.sleep,
-            executor=self.workflow_executor, interceptors=self._interceptors(), namespace=self.namespace,
-            sticky=self.sticky, build_id=self.build_id, observability_supported=self._observability(),
-        ))
+
+        def body(inflight: Any) -> str:
+            with log_context.bound(self._log_fields("workflow", raw)):
+                return run_workflow_task(
+                    client=self.client, task=task, registry=self.workflows.registry(), worker_id=self.worker_id,
+                    task_queue=self.task_queue, inflight=inflight, sleep=self.shell.backend.sleep,
+                    executor=self.workflow_executor, interceptors=self._interceptors(), namespace=self.namespace,
+                    sticky=self.sticky, build_id=self.build_id, observability_supported=self._observability())
+
+        self.shell.spawn_task("workflow", task.task_id, slot, body)
 
     def query(self, raw: Dict[str, Any], slot: Optional[Slot]) -> None:
         task = self._parse("query", raw, None)
@@ -116,10 +128,11 @@ class TaskDispatcher:
             return
         client = self.query_client if self.query_client is not None else self.client
         started = self.shell.backend.monotonic()
-        outcome = run_query_task(client=client, task=task, registry=self.workflows.registry(),
-                                 worker_id=self.worker_id, cancel=self.poll_cancel, executor=self.query_executor,
-                                 interceptors=self._interceptors(), task_queue=self.task_queue,
-                                 namespace=self.namespace, observability_supported=self._observability())
+        with log_context.bound(self._log_fields("query", raw)):
+            outcome = run_query_task(client=client, task=task, registry=self.workflows.registry(),
+                                     worker_id=self.worker_id, cancel=self.poll_cancel, executor=self.query_executor,
+                                     interceptors=self._interceptors(), task_queue=self.task_queue,
+                                     namespace=self.namespace, observability_supported=self._observability())
         tags = self._tags("query", outcome)
         self.shell.metrics.increment(TASKS, 1.0, tags)
         self.shell.metrics.record(TASK_DURATION, self.shell.backend.monotonic() - started, tags)
