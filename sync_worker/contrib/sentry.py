@@ -37,6 +37,7 @@ from typing import Any, Dict, Mapping, Optional
 
 import sentry_sdk
 from sentry_sdk.integrations import Integration
+from sentry_sdk.utils import event_from_exception
 
 from .. import instrumentation
 from ..errors import ActivityCancelled, ActivityLeaseAuthorityLost, NonRetryableError, WorkerShutdown
@@ -166,6 +167,14 @@ def _final_attempt(task: Mapping[str, Any], error: BaseException) -> bool:
     return isinstance(attempt, int) and isinstance(maximum, int) and attempt >= maximum
 
 
+def _capture(error: BaseException) -> None:
+    """One event for ``error``, marked unhandled by the ``sync_worker`` mechanism (as Sentry's own integrations)."""
+    client = sentry_sdk.get_client()
+    event, hint = event_from_exception(error, client_options=client.options,
+                                       mechanism={"type": "sync_worker", "handled": False})
+    sentry_sdk.capture_event(event, hint=hint)
+
+
 class SentryInterceptor(PassthroughWorkerInterceptor):
     """The worker interceptor the integration installs (usable directly in ``Worker(interceptors=...)``)."""
 
@@ -198,7 +207,7 @@ class SentryInterceptor(PassthroughWorkerInterceptor):
                 if _control_flow(error):
                     raise
                 if options.capture_every_attempt or _final_attempt(task, error):
-                    sentry_sdk.capture_exception(error)
+                    _capture(error)
                 raise
 
     def execute_workflow_task(self, context: WorkflowTaskInterceptorContext, next: WorkflowTaskHandler) -> Any:
