@@ -141,9 +141,10 @@ def test_schedule_refusals_are_the_sdks_typed_errors(client: Client) -> None:
     try:
         with pytest.raises(ScheduleAlreadyExists) as collided:
             client.create_schedule(schedule_id=schedule_id, spec={"cron_expressions": ["0 0 1 1 *"]}, action=action)
-        assert (collided.value.status, collided.value.reason) == (409, "schedule_already_exists")
+        assert (collided.value.status, collided.value.reason()) == (409, "schedule_already_exists")
+        assert collided.value.schedule_id == schedule_id
         with pytest.raises(ScheduleListError) as refused:
             client.list_schedules(page_size=0)
-        assert refused.value.status == 422 and refused.value.reason == "validation_failed"
+        assert (refused.value.status, refused.value.reason()) == (422, "validation_failed")
     finally:
         client.delete_schedule(schedule_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-ALLOWED = {"sync_worker", "sync_worker.errors", "sync_worker.errors.outcomes", "sync_worker.payloads",
+ALLOWED = {"sync_worker", "sync_worker._sdk_names", "sync_worker.errors", "sync_worker.errors.outcomes", "sync_worker.payloads",
            "sync_worker.testing", "sync_worker.testing.pytest_plugin"}
 
 
