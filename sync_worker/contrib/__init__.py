@@ -12,7 +12,7 @@ when the tool is installed and initialised.
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 from typing import List
 
 __all__ = ["enable_for_initialized_tools"]
@@ -24,10 +24,10 @@ def enable_for_initialized_tools() -> List[str]:
     What the Django app and the Celery facade call when they build their workers, as Sentry's
     Django and Celery integrations turn themselves on: a process that ran ``sentry_sdk.init(...)``
     reports task failures without naming :class:`~sync_worker.contrib.sentry.SyncWorkerIntegration`.
-    A tool that is not installed, or not initialised, is left alone (nothing is imported for it).
+    A tool the process has not imported (so not initialised either) is left alone: nothing is imported for it.
     """
     enabled: List[str] = []
-    if importlib.util.find_spec("sentry_sdk") is not None:
+    if "sentry_sdk" in sys.modules:
         from .sentry import enable_if_sentry_is_initialized
 
         if enable_if_sentry_is_initialized():
