@@ -241,8 +241,10 @@ def test_without_server_trace_context_nothing_is_sent_and_tasks_start_their_own_
         assert run is not None and run.get("observability_context") is None
     finished = list(spans.get_finished_spans())
     start = _one(finished, "StartWorkflow:", workflow_instance_id=handle.workflow_id)
-    ours = [s for s in finished if (s.attributes or {}).get("workflow_run_id") == handle.run_id]
+    ours = [s for s in finished if (s.attributes or {}).get("workflow_run_id") == handle.run_id
+            and s.kind is not SpanKind.CLIENT]
     assert ours and all(s.context.trace_id != start.context.trace_id for s in ours)
+    assert len({s.context.trace_id for s in ours}) == len(ours) - 1  # each task its own (RunWorkflow: its first)
     assert len(_named(ours, "RunWorkflow:")) == 1 and len(_named(ours, "RunActivity:")) == 1
 
 
@@ -276,3 +278,45 @@ def test_the_worker_metrics_through_an_opentelemetry_meter_keep_the_prometheus_n
     assert activity_done == 1
     assert all(p.attributes["task_queue"] == queue for p in points[TASK_DURATION])
     provider.shutdown()
+
+
+@pytest.fixture
+def run_traced() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = SyncWorkerInstrumentor()
+    instrumentor.instrument(tracer_provider=provider, trace_runs=True)
+    try:
+        yield exporter
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+
+
+def test_trace_runs_keeps_a_run_in_one_trace_where_the_server_keeps_no_context(
+        run_traced: InMemorySpanExporter) -> None:
+    from sync_worker.contrib.opentelemetry import run_span_context
+
+    with DevServer() as plain, Client(plain.url) as client:  # as the real server: no trace context
+        queue = unique_queue("otel-runs")
+        first = make_worker(client, task_queue=queue, workflows=[Parent, Child], activities=[double],
+                            poll_timeout=1.0)
+        with RunningWorker(first) as running:
+            handle = client.start_workflow("e2e.otel.parent", 4, False, task_queue=queue)
+            wait_for(lambda: client.query_workflow(handle.workflow_id, "seen")["result"] == [8], timeout=20)
+            assert running.stop() is None
+        second = make_worker(client, task_queue=queue, workflows=[Parent, Child], activities=[double],
+                             poll_timeout=1.0)
+        with RunningWorker(second):  # another worker, later: the same trace
+            handle.signal("finish")
+            assert handle.result(timeout=20) == [8]
+    finished = list(run_traced.get_finished_spans())
+    expected = run_span_context(str(handle.run_id))
+    ours = [s for s in finished if (s.attributes or {}).get("workflow_run_id") == handle.run_id
+            and s.kind is not SpanKind.CLIENT]
+    assert {s.name.split(":")[0] for s in ours} >= {"RunWorkflow", "WorkflowTask", "RunActivity", "HandleQuery"}
+    assert {s.context.trace_id for s in ours} == {expected.trace_id}
+    start = _one(finished, "StartWorkflow:", workflow_instance_id=handle.workflow_id)
+    assert start.context.trace_id != expected.trace_id
+    assert [link.context.trace_id for link in start.links] == [expected.trace_id]

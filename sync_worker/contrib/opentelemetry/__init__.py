@@ -24,6 +24,9 @@ What it records (docs/observability.md has the picture):
 * ``RunActivity:<type>`` per activity attempt, child of the run's trace; ``HandleQuery:<name>``
   per query task; ``RunStep:<name>`` per nestjs-durable step, continuing the engine's ``traceparent``.
 
+Where the server keeps no trace context, ``instrument(trace_runs=True)`` (``TracingInterceptor(
+trace_runs=True)``) still puts a run's spans in one trace, derived from its run id.
+
 Attributes use the published SDK's names (``workflow_instance_id``, ``workflow_run_id``,
 ``task_queue``, ``workflow_type``, ``activity_type``, ``activity_attempt_number``, ...).
 Do not start spans in workflow code: it replays. Spans in activity code nest under
@@ -34,6 +37,6 @@ from __future__ import annotations
 
 from ._instrumentor import SyncWorkerInstrumentor
 from ._metrics import OpenTelemetryMetrics
-from ._tracing import TracingInterceptor
+from ._tracing import TracingInterceptor, run_span_context
 
-__all__ = ["OpenTelemetryMetrics", "SyncWorkerInstrumentor", "TracingInterceptor"]
+__all__ = ["OpenTelemetryMetrics", "SyncWorkerInstrumentor", "TracingInterceptor", "run_span_context"]

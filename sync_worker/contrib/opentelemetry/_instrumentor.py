@@ -15,7 +15,7 @@ __all__ = ["SyncWorkerInstrumentor"]
 class SyncWorkerInstrumentor(BaseInstrumentor):  # type: ignore[misc]  # untyped base class
     """The OpenTelemetry way to turn tracing on, as ``CeleryInstrumentor`` does for Celery.
 
-    ``instrument(tracer_provider=None)`` installs one :class:`TracingInterceptor` as the process's
+    ``instrument(tracer_provider=None, trace_runs=False)`` installs one :class:`TracingInterceptor` as the process's
     worker interceptor (outermost, before each worker's own), client hook and nestjs step
     interceptor; workers and clients built earlier are covered from their next task or call.
     ``uninstrument()`` removes it. Like every ``BaseInstrumentor``, the class is a singleton and a
@@ -28,7 +28,7 @@ class SyncWorkerInstrumentor(BaseInstrumentor):  # type: ignore[misc]  # untyped
         return ()  # sync_worker itself is the instrumented library: nothing else to check
 
     def _instrument(self, **kwargs: Any) -> None:
-        interceptor = TracingInterceptor(kwargs.get("tracer_provider"))
+        interceptor = TracingInterceptor(kwargs.get("tracer_provider"), trace_runs=bool(kwargs.get("trace_runs")))
         instrumentation.install_worker_interceptor(interceptor)
         instrumentation.install_client_hook(interceptor.client_call)
         instrumentation.install_step_interceptor(interceptor)

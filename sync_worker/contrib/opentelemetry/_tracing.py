@@ -9,13 +9,14 @@ what we send is what the server and the SDK accept.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from contextlib import ExitStack
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from ...instrumentation import ClientCall
@@ -95,18 +96,45 @@ def wire_parent(task: Mapping[str, Any], supported: bool, namespace: Optional[st
     return parent, links
 
 
+def run_span_context(run_id: str) -> SpanContext:
+    """The stand-in parent of a run's spans when the server keeps no trace context (``trace_runs``).
+
+    Derived from the run id alone, so every worker that runs a task of the run, at any time, puts
+    its span in the same trace. Sampled: a run's trace is kept or dropped whole.
+    """
+    digest = hashlib.sha256(f"sync_worker.run:{run_id}".encode()).digest()
+    trace_id = int.from_bytes(digest[:16], "big") or 1
+    span_id = int.from_bytes(digest[16:24], "big") or 1
+    return SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+
+
 class TracingInterceptor(PassthroughWorkerInterceptor):
     """Spans around every task of a worker, every client call and every nestjs step.
 
-    ``TracingInterceptor(tracer_provider=None)``: the global tracer provider unless one is given.
-    As a worker interceptor it needs nothing else; :meth:`client_call` is the client hook and
-    :meth:`execute_step` the nestjs step interceptor (:mod:`sync_worker.instrumentation`).
+    ``TracingInterceptor(tracer_provider=None, *, trace_runs=False)``: the global tracer provider
+    unless one is given. As a worker interceptor it needs nothing else; :meth:`client_call` is the
+    client hook and :meth:`execute_step` the nestjs step interceptor (:mod:`sync_worker.instrumentation`).
+
+    ``trace_runs=True``: where the server keeps no trace context (the real server today), the
+    spans of one run still form one trace, under a parent derived from the run id
+    (:func:`run_span_context`; it is never exported itself, so a trace viewer shows a missing
+    root), and the start's client span links to it. Off by default: it forces those traces sampled.
     """
 
-    def __init__(self, tracer_provider: Optional[trace.TracerProvider] = None) -> None:
+    def __init__(self, tracer_provider: Optional[trace.TracerProvider] = None, *, trace_runs: bool = False) -> None:
         from ... import __version__
 
         self.tracer = trace.get_tracer(_TRACER_NAME, __version__, tracer_provider)
+        self.trace_runs = trace_runs
+
+    def _parent(self, task: Mapping[str, Any], supported: bool, namespace: Optional[str]
+                ) -> Tuple[otel_context.Context, List[Link]]:
+        parent, links = wire_parent(task, supported, namespace)
+        run_id = task.get("run_id")
+        if self.trace_runs and isinstance(run_id, str) and run_id \
+                and not trace.get_current_span(parent).get_span_context().is_valid:
+            parent = trace.set_span_in_context(NonRecordingSpan(run_span_context(run_id)), parent)
+        return parent, links
 
     # -- client -------------------------------------------------------------------------------
     def client_call(self, call: ClientCall, next: Any) -> Any:
@@ -119,18 +147,26 @@ class TracingInterceptor(PassthroughWorkerInterceptor):
                             workflow_type=call.workflow_type, task_queue=call.task_queue, namespace=call.namespace,
                             **{"durable.operation": call.operation, "durable.message_name": call.name
                                if call.operation != "workflow.start" else None})
-        with self.tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attributes):
+        with self.tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attributes) as span:
+            sent = False
             if carried and FIELD not in call.body and call.trace_context_supported():
                 carrier = inject_current()
                 if carrier is not None:
                     call = dataclasses.replace(call, body={**call.body, FIELD: carrier})
-            return next(call)
+                    sent = True
+            result = next(call)
+            run_id = result.get("run_id") if isinstance(result, Mapping) else None
+            if isinstance(run_id, str) and run_id and call.operation == "workflow.start":
+                span.set_attribute("workflow_run_id", run_id)
+                if self.trace_runs and not sent:  # the run's own trace: reachable from the caller's
+                    span.add_link(run_span_context(run_id), {"durable.link.type": "run"})
+            return result
 
     # -- workflow tasks -----------------------------------------------------------------------
     def execute_workflow_task(self, context: WorkflowTaskInterceptorContext, next: WorkflowTaskHandler) -> Any:
         task = context.task
         workflow_type = str(task.get("workflow_type") or "")
-        parent, links = wire_parent(task, context.observability_supported, context.namespace)
+        parent, links = self._parent(task, context.observability_supported, context.namespace)
         attributes = _attrs(workflow_instance_id=task.get("workflow_id"), workflow_run_id=task.get("run_id"),
                             workflow_type=workflow_type, task_queue=context.task_queue, namespace=context.namespace,
                             worker_id=context.worker_id, task_id=task.get("task_id"),
@@ -165,7 +201,7 @@ class TracingInterceptor(PassthroughWorkerInterceptor):
     # -- activities ---------------------------------------------------------------------------
     def execute_activity(self, context: ActivityInterceptorContext, next: ActivityHandler) -> Any:
         task = context.task
-        parent, links = wire_parent(task, context.observability_supported, context.namespace)
+        parent, links = self._parent(task, context.observability_supported, context.namespace)
         attributes = _attrs(workflow_instance_id=task.get("workflow_id"), workflow_run_id=task.get("run_id"),
                             workflow_type=task.get("workflow_type"), activity_type=context.activity_type,
                             activity_id=task.get("activity_execution_id"),
@@ -180,7 +216,7 @@ class TracingInterceptor(PassthroughWorkerInterceptor):
     # -- queries ------------------------------------------------------------------------------
     def execute_query_task(self, context: QueryTaskInterceptorContext, next: QueryTaskHandler) -> Any:
         task = context.task
-        parent, links = wire_parent(task, context.observability_supported, context.namespace)
+        parent, links = self._parent(task, context.observability_supported, context.namespace)
         name = str(task.get("query_name") or "")
         attributes = _attrs(workflow_instance_id=task.get("workflow_id"), workflow_run_id=task.get("run_id"),
                             workflow_type=task.get("workflow_type"), task_queue=context.task_queue,
