@@ -142,3 +142,29 @@ def test_without_the_integration_nothing_is_captured(client: Client) -> None:
         with RunningWorker(worker):
             declined, _ = _checkout(client, queue, "expired", 1)
         assert _for(list(transport.events), declined) == []
+
+
+def test_the_event_is_linked_to_the_trace_of_the_caller() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from sync_worker.contrib.opentelemetry import SyncWorkerInstrumentor
+    from sync_worker.devserver import DevServer
+
+    provider = TracerProvider()
+    instrumentor = SyncWorkerInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with DevServer(trace_context=True) as server, Client(server.url) as client, \
+                sentry_capturing(integrations=[SyncWorkerIntegration()]) as transport:
+            queue = unique_queue("sentry-trace")
+            worker = make_worker(client, task_queue=queue, workflows=[Checkout], activities=[charge],
+                                 poll_timeout=1.0)
+            with RunningWorker(worker):
+                with provider.get_tracer("view").start_as_current_span("POST /pay") as view:
+                    handle = client.start_workflow("e2e.sentry.checkout", "stolen", 1, task_queue=queue)
+                with pytest.raises(WorkflowFailed):
+                    handle.result(timeout=30)
+            [event] = _for(list(transport.events), handle.workflow_id)
+    finally:
+        instrumentor.uninstrument()
+    assert event["contexts"]["trace"]["trace_id"] == f"{view.get_span_context().trace_id:032x}"
