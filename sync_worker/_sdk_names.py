@@ -18,7 +18,9 @@ _BY_MODULE: Dict[str, Tuple[str, ...]] = {
         "WorkflowTaskInterceptorContext"),
     "sync_worker.workflow": (
         "ActivityRetryPolicy", "CancellationPolicy", "ChildWorkflowRetryPolicy", "ContinueAsNew", "MessageStream",
-        "MessageStreamMessage", "ParentClosePolicy", "Replayer", "Saga", "StartChildWorkflow", "replay"),
+        "MessageStreamMessage", "ParentClosePolicy", "Replayer", "Saga", "StartChildWorkflow", "replay",
+        "SelectionResult", "DurableOperationHandle", "WorkflowStreamAppendItem", "WorkflowStreamAppendResult",
+        "WorkflowStreamDescription", "WorkflowStreamItem", "WorkflowStreamPage"),
     "sync_worker.client": (
         "BridgeAdapterOutcome", "NamespaceDescription", "NamespaceList", "ScheduleAction", "ScheduleBackfillResult",
         "ScheduleDescription", "ScheduleHandle", "ScheduleHistoryEvent", "ScheduleHistoryPage", "ScheduleList",
@@ -31,7 +33,8 @@ _BY_MODULE: Dict[str, Tuple[str, ...]] = {
         "DuplicateRegistrationError", "InvalidArgument", "InvalidWorkflowDefinition", "NamespaceNotFound",
         "QueryTaskAuthorityLost", "RuntimeCapabilityUnsupported", "RuntimeDiscoveryUnavailable",
         "SagaCompensationFailed", "ScheduleAlreadyExists", "ScheduleListError", "ScheduleNotFound", "UpdateFailed",
-        "UpdateRejected", "WorkflowEntryArgumentsMismatchError", "WorkflowPayloadDecodeError"),
+        "UpdateRejected", "WorkflowEntryArgumentsMismatchError", "WorkflowPayloadDecodeError",
+        "UpdateValidationFailed", "DurableOperationCancelled"),
     "sync_worker.worker": ("MetricsRecorder", "NoopMetrics"),
     "sync_worker.worker.prometheus": ("PrometheusMetrics",),
 }

@@ -68,7 +68,7 @@ _RULES: Dict[str, Rule] = {
     "max_startup_wait": values.non_negative_seconds,
     "interceptors": values.sequence,
     "pool": values.pool_name,
-    "sticky_cache_capacity": values.non_negative_int,
+    "sticky_cache_capacity": values.optional_non_negative_int,
     "sticky_cache_max_bytes": values.positive_int,
     "sticky_cache_ttl_seconds": values.ttl_seconds,
 }
@@ -94,7 +94,7 @@ class WorkerOptions(OptionsBase):
     metrics: Optional[MetricsRecorder] = None
     interceptors: Tuple[WorkerInterceptor, ...] = ()
     pool: Optional[str] = None
-    sticky_cache_capacity: int = 0
+    sticky_cache_capacity: Optional[int] = None  # None: the worker's default (on; off on a server without sticky)
     sticky_cache_max_bytes: int = 16 * 1024 * 1024
     sticky_cache_ttl_seconds: int = 300
 

@@ -68,6 +68,13 @@ def non_negative_int(value: Any, from_text: bool = False) -> int:
     return _int(value, from_text, 0, "must be an int of at least 0")
 
 
+def optional_non_negative_int(value: Any, from_text: bool = False) -> Optional[int]:
+    """``None`` (the default is chosen elsewhere) or an int of at least 0."""
+    if value is None or (from_text and isinstance(value, str) and not value.strip()):
+        return None
+    return _int(value, from_text, 0, "must be an int of at least 0 (or unset for the default)")
+
+
 def _seconds(value: Any, positive: bool) -> float:
     requirement = f"must be a {'positive' if positive else 'non-negative'} number of seconds"
     if isinstance(value, bool):
