@@ -123,17 +123,21 @@ def name(value: Any, from_text: bool = False) -> str:
 
 
 def pool_name(value: Any, from_text: bool = False) -> Optional[str]:
-    """None (the process's default pool), or ``threads`` / ``gevent`` (canonical name)."""
+    """None (the process's default pool), ``threads`` / ``gevent`` (canonical name), or ``prefork``
+    (the worker commands' process pool, :mod:`sync_worker.host.prefork`; its children run threads)."""
     from ..runtime.backend import normalize_pool
 
+    requirement = "must be 'threads', 'gevent' or 'prefork'"
     if value is None:
         return None
     if not isinstance(value, str):
-        raise Invalid("must be 'threads' or 'gevent'")
+        raise Invalid(requirement)
+    if value.strip().lower() in ("prefork", "processes"):
+        return "prefork"
     try:
         return normalize_pool(value)
     except ValueError:
-        raise Invalid("must be 'threads' or 'gevent'") from None
+        raise Invalid(requirement) from None
 
 
 def activity_slots(value: Any, from_text: bool = False) -> Any:
