@@ -16,6 +16,7 @@ from urllib.parse import quote, urlsplit
 from .. import errors
 from ..cancel import CancelToken
 from ..external_storage.wire import PayloadOffload
+from ..instrumentation import ClientCall, observe_client_call
 from ..protocol.versions import (
     CONTROL_PLANE_VERSION,
     CONTROL_PLANE_VERSION_HEADER,
@@ -148,6 +149,7 @@ class ClientBase:
     @property
     def external_storage_cache(self) -> Any:
         return self._offload.cache if self._offload is not None else None
+        self._trace_context_probe_failed_at: Optional[float] = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -343,6 +345,34 @@ class ClientBase:
         protocol = info.get("worker_protocol")
         capabilities = protocol.get("server_capabilities") if isinstance(protocol, dict) else None
         return capabilities if isinstance(capabilities, dict) else {}
+
+    def trace_context_supported(self) -> bool:
+        """Whether the server keeps a W3C trace-context carrier (``observability_context``).
+
+        Read from the cached cluster info; a client that has not discovered the server yet asks
+        ``/api/cluster/info`` once (only instrumentations call this, when they have a carrier to
+        send). An unreachable server counts as "no" and is asked again at most once a minute.
+        """
+        from ..protocol.trace_context import advertised
+
+        if self._cluster_info is None:
+            failed = self._trace_context_probe_failed_at
+            if failed is not None and time.monotonic() - failed < 60.0:
+                return False
+            try:
+                self.cluster_info()
+            except Exception:
+                self._trace_context_probe_failed_at = time.monotonic()
+                return False
+        return advertised(self.server_capabilities())
+
+    def _workflow_call(self, call: ClientCall, send: Any) -> Any:
+        """``send(body)`` for a call on a workflow, through the installed client hooks (instrumentation)."""
+        return observe_client_call(call, lambda value: send(dict(value.body)))
+
+    def _call_about(self, operation: str, workflow_id: str, body: Dict[str, Any], **fields: Any) -> ClientCall:
+        return ClientCall(operation=operation, workflow_id=workflow_id, body=body, namespace=self.namespace,
+                          trace_context_supported=self.trace_context_supported, **fields)
 
     def server_max_payload_bytes(self) -> Optional[int]:
         limits = (self._cluster_info or {}).get("limits")

@@ -120,6 +120,7 @@ def run_activity_task(
     inflight: InflightTask,
     interceptors: Sequence[WorkerInterceptor] = (),
     namespace: Optional[str] = None,
+    observability_supported: bool = False,
 ) -> str:
     """Execute one leased activity task; returns the outcome name (for metrics and logs)."""
     task_id, attempt_id = task.task_id, task.attempt_id
@@ -205,7 +206,7 @@ def run_activity_task(
         try:
             result = execute(ActivityInterceptorContext(
                 worker_id=worker_id, task_queue=task_queue, task=task.raw, activity_type=activity_type,
-                args=tuple(args), namespace=namespace,
+                args=tuple(args), namespace=namespace, observability_supported=observability_supported,
             ))
         finally:
             # A heartbeat refusal the code caught still ends the attempt's authority.
