@@ -120,6 +120,7 @@ class ClientBase:
         self._cluster_info: Optional[Dict[str, Any]] = None
         self._cluster_lock = threading.Lock()
         self._offload: Optional[PayloadOffload] = None
+        self._trace_context_probe_failed_at: Optional[float] = None
         self.configure_external_storage(external_storage, external_storage_threshold_bytes, external_storage_cache)
 
     def configure_external_storage(self, driver: Any, threshold_bytes: Optional[int] = None,
@@ -149,7 +150,6 @@ class ClientBase:
     @property
     def external_storage_cache(self) -> Any:
         return self._offload.cache if self._offload is not None else None
-        self._trace_context_probe_failed_at: Optional[float] = None
 
     # -- lifecycle -------------------------------------------------------------------
 
