@@ -20,31 +20,20 @@ psycopg 3, autocommit, one connection per concurrent user from a small pool.
 
 from __future__ import annotations
 
-import json
 import logging
-import time
-import uuid
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional
 
-from ..cancel import CancelToken
-from .descriptor import routing_token
-from .runtime import NestjsWorker
-from .sql_pool import Connections
+from .sql_tables import ClaimedRow, TableTransport, now_ms
 from .transport import Delivery
 
 __all__ = ["PostgresTransport"]
 
-logger = logging.getLogger("sync_worker.nestjs.postgres")
 
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class PostgresTransport:
+class PostgresTransport(TableTransport):
     """The engine's SQL transport tables on PostgreSQL (9.5+), from blocking code."""
 
     kind = "postgresql"
+    _logger = logging.getLogger("sync_worker.nestjs.postgres")
 
     def __init__(
         self,
@@ -55,34 +44,22 @@ class PostgresTransport:
         poll_interval: float = 0.5,
         auto_create: bool = True,
     ) -> None:
-        if lock_duration <= 0 or poll_interval <= 0:
-            raise ValueError("lock_duration and poll_interval must be > 0")
-        if not prefix.replace("_", "").isalnum():
-            raise ValueError(f"table prefix {prefix!r} must be letters, digits and underscores")
+        super().__init__(prefix=prefix, lock_duration=lock_duration, poll_interval=poll_interval,
+                         auto_create=auto_create)
         self.dsn = dsn
-        self.prefix = prefix
-        self.tasks_table = f"{prefix}_transport_tasks"
-        self.results_table = f"{prefix}_transport_results"
-        self.lease_seconds = float(lock_duration)
-        self.poll_interval = float(poll_interval)
-        self.auto_create = auto_create
-        self._pool: Optional[Connections] = None
-        self._groups: List[str] = []
-        self._worker: Optional[NestjsWorker] = None
 
-    # -- StepTransport ---------------------------------------------------------------------------
+    # -- the dialect -----------------------------------------------------------------------------
 
-    def open(self, names: Sequence[str], worker: NestjsWorker) -> None:
-        self._worker = worker
-        self._pool = Connections(self._connect, worker.backend.native_lock(),
-                                 is_broken=lambda conn: bool(conn.closed or conn.broken))
-        self._groups = [routing_token(name) for name in names]
-        self._pool.run(self._prepare)  # fail fast: connect and check (or create) the tables
+    def _connect(self) -> Any:
+        import psycopg
 
-    def claim(self) -> Optional[Delivery]:
-        worker = self._require_worker()
-        claimed_by = f"{worker.instance_id}/{uuid.uuid4().hex[:12]}"
-        now = _now_ms()
+        return psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
+
+    def _is_broken(self, conn: Any) -> bool:
+        return bool(conn.closed or conn.broken)
+
+    def _claim_row(self, conn: Any, groups: List[str], stale_before: int, claimed_by: str,
+                   now: int) -> Optional[ClaimedRow]:
         sql = (
             f"WITH picked AS (SELECT step_id FROM {self.tasks_table} "
             "WHERE grp = ANY(%s) AND (claimed_at IS NULL OR claimed_at < %s) "
@@ -91,96 +68,31 @@ class PostgresTransport:
             "WHERE t.step_id = picked.step_id "
             "RETURNING t.step_id, t.run_id, t.seq, t.name, t.grp, t.input, t.attempt"
         )
-        row = self._pool_run(lambda c: c.execute(
-            sql, (self._groups, now - int(self.lease_seconds * 1000), claimed_by, now)).fetchone())
-        if row is None:
-            return None
-        step_id, run_id, seq, name, grp, raw_input, attempt = row
-        try:
-            data = None if raw_input is None else json.loads(raw_input)
-        except ValueError:
-            data = raw_input
-        task = {"runId": run_id, "seq": int(seq), "name": name, "stepId": step_id, "group": grp,
-                "input": data, "attempt": int(attempt)}
-        return Delivery(task, claimed_by)
+        row: Optional[ClaimedRow] = conn.execute(sql, (groups, stale_before, claimed_by, now)).fetchone()
+        return row
 
-    def wait_for_work(self, timeout: float) -> None:
-        self._require_worker().backend.sleep(min(timeout, self.poll_interval))
+    def _write_outcome(self, conn: Any, delivery: Delivery, body: Dict[str, Any], output: Optional[str],
+                       error: Optional[str]) -> None:
+        with conn.transaction():
+            conn.execute(
+                f"INSERT INTO {self.results_table} (step_id, run_id, seq, status, output, error, "
+                "started_at, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (step_id) DO NOTHING",
+                (delivery.step_id, body.get("runId"), body.get("seq"), body.get("status"), output, error,
+                 body.get("startedAt"), now_ms()))
+            conn.execute(f"DELETE FROM {self.tasks_table} WHERE step_id = %s AND claimed_by = %s",
+                         (delivery.step_id, delivery.handle))
 
-    def settle(self, delivery: Delivery, result: Dict[str, Any], payload: str) -> None:
-        body = json.loads(payload)  # the bounded, encodable form
-        output = json.dumps(body.get("output"), separators=(",", ":")) if "output" in body else None
-        error = json.dumps(body["error"], separators=(",", ":")) if "error" in body else None
+    def _touch(self, conn: Any, live: List[Delivery], now: int) -> List[bool]:
+        rows = conn.execute(
+            f"UPDATE {self.tasks_table} SET claimed_at = %s WHERE claimed_by = ANY(%s) RETURNING claimed_by",
+            (now, [d.handle for d in live])).fetchall()
+        kept = {r[0] for r in rows}
+        return [d.handle in kept for d in live]
 
-        def write(conn: Any) -> None:
-            with conn.transaction():
-                conn.execute(
-                    f"INSERT INTO {self.results_table} (step_id, run_id, seq, status, output, error, "
-                    "started_at, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT (step_id) DO NOTHING",
-                    (delivery.step_id, body.get("runId"), body.get("seq"), body.get("status"), output, error,
-                     body.get("startedAt"), _now_ms()))
-                conn.execute(f"DELETE FROM {self.tasks_table} WHERE step_id = %s AND claimed_by = %s",
-                             (delivery.step_id, delivery.handle))
-
-        self._pool_run(write)
-
-    def renew(self, deliveries: Sequence[Delivery]) -> None:
-        live = [d for d in deliveries if not d.lost]
-        if not live:
-            return
-        now = _now_ms()
-
-        def touch(conn: Any) -> List[Any]:
-            rows = conn.execute(
-                f"UPDATE {self.tasks_table} SET claimed_at = %s WHERE claimed_by = ANY(%s) RETURNING claimed_by",
-                (now, [d.handle for d in live])).fetchall()
-            return [r[0] for r in rows]
-
-        kept = set(self._pool_run(touch))
-        for delivery in live:
-            if delivery.handle not in kept:
-                delivery.lost = True
-                logger.warning("step %s: its claim was taken over (lease lapsed); it may run again elsewhere",
-                               delivery.step_id)
-
-    def beat(self, delivery: Delivery) -> None:
-        self.renew([delivery])
-
-    def progress(self, delivery: Delivery, event: Dict[str, Any]) -> None:
-        """No live channel here: step events ride the result."""
-
-    def maintain(self, now: float) -> None:
-        """Nothing periodic: a lapsed claim is simply claimable again."""
-
-    def release(self, delivery: Delivery) -> None:
-        self._pool_run(lambda c: c.execute(
-            f"UPDATE {self.tasks_table} SET claimed_by = NULL, claimed_at = NULL WHERE step_id = %s "
-            "AND claimed_by = %s", (delivery.step_id, delivery.handle)))
-
-    def background(self) -> List[Tuple[str, Callable[[CancelToken], None]]]:
-        return []
-
-    def close(self, *, clean: bool) -> None:
-        if self._pool is not None:
-            self._pool.close()
-
-    # -- internals -------------------------------------------------------------------------------
-
-    def _connect(self) -> Any:
-        import psycopg
-
-        return psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
-
-    def _require_worker(self) -> NestjsWorker:
-        if self._worker is None or self._pool is None:
-            raise RuntimeError("PostgresTransport used before open()")
-        return self._worker
-
-    def _pool_run(self, fn: Callable[[Any], Any]) -> Any:
-        self._require_worker()
-        assert self._pool is not None
-        return self._pool.run(fn)
+    def _give_back(self, conn: Any, delivery: Delivery) -> None:
+        conn.execute(f"UPDATE {self.tasks_table} SET claimed_by = NULL, claimed_at = NULL WHERE step_id = %s "
+                     "AND claimed_by = %s", (delivery.step_id, delivery.handle))
 
     def _prepare(self, conn: Any) -> None:
         if self.auto_create:
