@@ -67,7 +67,14 @@ def test_same_verdicts_results_and_history_on_both_workers(runs: Dict[str, Outco
     ours = [item for item in shape(our_events, _FIELDS) if item[0] not in _RACY]
     theirs = [item for item in shape(sdk_events, _FIELDS) if item[0] not in _RACY]
     assert ours == theirs
-    assert sorted(shape(our_events, _FIELDS)) == sorted(shape(sdk_events, _FIELDS))
+    # a losing child nobody awaits may finish after the parent closes (then its ChildRunCompleted is
+    # not in the parent's history): on a loaded machine that differs run to run, whichever worker
+    late = ("ChildRunCompleted",)
+    assert sorted(i for i in shape(our_events, _FIELDS) if i[0] not in late) == sorted(
+        i for i in shape(sdk_events, _FIELDS) if i[0] not in late)
+    ours_done = [i for i in shape(our_events, _FIELDS) if i[0] in late]
+    theirs_done = [i for i in shape(sdk_events, _FIELDS) if i[0] in late]
+    assert all(item in theirs_done for item in ours_done) or all(item in ours_done for item in theirs_done)
     verdicts = [e["payload"] for e in our_events if e["event_type"] == "SelectionResolved"]
     assert [(v["member_key"], v["outcome"]) for v in verdicts] == [
         ("quick", "completed"), (0, "completed"), ("pair", "completed"), ("broken", "failed"), ("fast", "completed")]
