@@ -129,6 +129,7 @@ class Celery:
         base = task_cls if isinstance(task_cls, type) else BaseTask
         self.Task = type("Task", (base,), {"_app": self, "__module__": __name__})
         self._client: Any = None
+        self._backend: Any = None
         self._client_lock = threading.Lock()
         self._autodiscover: List[Any] = []
         self._periodic: List[Dict[str, Any]] = []
@@ -418,6 +419,15 @@ class Celery:
         # As every sync-worker command (and as Celery's own broker_url default to localhost): the
         # local server when none is configured; the start-up line names it.
         return options.or_default_server()
+
+    @property
+    def backend(self) -> Any:
+        """Celery's result-backend API over the server (:class:`~sync_worker_celery.backend.DurableBackend`)."""
+        if self._backend is None:
+            from .backend import DurableBackend
+
+            self._backend = DurableBackend(self)
+        return self._backend
 
     def connection_for_write(self, *args: Any, **kwargs: Any) -> Any:
         raise UnsupportedFeature("broker connections are not supported: there is no broker")

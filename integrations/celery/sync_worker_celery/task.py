@@ -78,6 +78,11 @@ class Task:
             return current_app()
         return self._app
 
+    @property
+    def backend(self) -> Any:
+        """The app's result backend (the server; :class:`~sync_worker_celery.backend.DurableBackend`)."""
+        return self.app.backend
+
     def bind_app(self, app: Celery) -> None:
         self._app = app
 
