@@ -87,6 +87,9 @@ class Signature(dict):  # type: ignore[type-arg]
         if kwargs and not self.immutable:
             copy["kwargs"] = {**copy.kwargs, **kwargs}
         copy["options"] = {**self.options, **opts}
+        for key in ("link", "link_error"):  # a copy's callbacks are its own (link() on it appends)
+            if isinstance(copy["options"].get(key), (list, tuple)):
+                copy["options"][key] = list(copy["options"][key])
         if getattr(self, "_type", None) is not None:
             copy._type = self._type
         return copy
@@ -131,7 +134,7 @@ class Signature(dict):  # type: ignore[type-arg]
 
     def __or__(self, other: Any) -> Signature:
         if isinstance(other, _chain):
-            return _chain(self, *other.tasks, app=self._app)
+            return _chain(self, *other.unchain_tasks(), app=self._app)
         if isinstance(other, Signature):
             if isinstance(self, group) and not isinstance(other, group):
                 return chord(self, other, app=self._app)
@@ -188,11 +191,23 @@ class _chain(Signature):
     def tasks(self) -> List[Signature]:
         return [maybe_signature(t, app=self._app) for t in self["kwargs"]["tasks"]]
 
+    def unchain_tasks(self) -> List[Signature]:
+        """Copies of the tasks with the chain's own callbacks moved onto them (its link on the last task,
+        its link_error on every task), so joining chains never drops a callback (as Celery's)."""
+        tasks = [t.clone() for t in self.tasks]
+        for callback in self.options.get("link") or []:
+            if tasks:
+                tasks[-1].link(callback)
+        for errback in self.options.get("link_error") or []:
+            for task in tasks:
+                task.link_error(errback)
+        return tasks
+
     def __or__(self, other: Any) -> Signature:
         if isinstance(other, _chain):
-            return _chain(*self.tasks, *other.tasks, app=self._app)
+            return _chain(*self.unchain_tasks(), *other.unchain_tasks(), app=self._app)
         if isinstance(other, Signature):
-            return _chain(*self.tasks, other, app=self._app)
+            return _chain(*self.unchain_tasks(), other, app=self._app)
         return NotImplemented
 
     def clone(self, args: Optional[Sequence[Any]] = None, kwargs: Optional[Dict[str, Any]] = None,

@@ -109,3 +109,13 @@ ERRBACKS = []
 def remember_failure(task_id, note):
     ERRBACKS.append((task_id, note))
     return task_id
+
+
+CALLBACKS = []
+
+
+@app.task
+def note(*args):
+    """Records its arguments (a callback's or errback's) for the canvas-callback tests."""
+    CALLBACKS.append(args)
+    return list(args)
