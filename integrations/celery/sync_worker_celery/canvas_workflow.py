@@ -29,6 +29,7 @@ from sync_worker import workflow
 from sync_worker.errors import ActivityFailed, ChildWorkflowFailed
 
 from .publish import activity_options, resolve_queue
+from .replace import plan_of
 from .wire import encode_call
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -223,6 +224,7 @@ class CanvasWorkflow:
             yield ctx.sleep(delay)
         try:
             result = yield self._activity(ctx, node, root, parent, has_parent, parent_id)
+            result = yield from self._resolve(ctx, node, root, result)
         except Exception as error:
             self.members[node["id"]] = {"state": "FAILURE", "name": node["name"], "error": str(error)}
             yield from self._errbacks(ctx, node.get("link_error") or [], root, node["id"])
@@ -230,6 +232,14 @@ class CanvasWorkflow:
         self.members[node["id"]] = {"state": "SUCCESS", "name": node["name"], "result": result}
         for callback in node.get("link") or []:
             yield from self._node(ctx, callback, root, result, True, node["id"])
+        return result
+
+    def _resolve(self, ctx: Any, node: Dict[str, Any], root: str, result: Any) -> Generator[Any, Any, Any]:
+        """A member replaced itself (``Task.replace``): run the replacement here; its result is the member's."""
+        plan = plan_of(result)
+        while plan is not None:
+            result = yield from self._node(ctx, plan, root, None, False, node.get("id"))
+            plan = plan_of(result)
         return result
 
     def _errbacks(self, ctx: Any, errbacks: List[Dict[str, Any]], root: str,
@@ -291,6 +301,17 @@ class CanvasWorkflow:
             for member in members:
                 self.members.setdefault(member.get("id", "?"), {"state": "FAILURE"})
             raise
+        results = list(results)
+        replaced = [i for i, result in enumerate(results) if plan_of(result) is not None]
+        if replaced:  # members that replaced themselves: their replacements run side by side
+            children = [ctx.start_child_workflow(CANVAS_WORKFLOW, [plan_of(results[i]), root],
+                                                 task_queue=_first_queue(members[i])) for i in replaced]
+            try:
+                outputs = yield children
+            except ChildWorkflowFailed as error:
+                raise _member_failure(error) from None
+            for i, output in zip(replaced, outputs):
+                results[i] = output
         for member, result in zip(members, results):
             if member.get("id"):
                 self.members[member["id"]] = {"state": "SUCCESS", "name": member.get("name"), "result": result}

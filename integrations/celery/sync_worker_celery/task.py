@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple, Type
 
 from . import notices
-from .exceptions import MaxRetriesExceededError, Retry, UnsupportedFeature
+from .exceptions import MaxRetriesExceededError, Replaced, Retry, UnsupportedFeature
 from .request import Context, RequestStack
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -240,6 +240,20 @@ class Task:
             raise ret
         request._pending_retry = ret  # type: ignore[attr-defined]
         return ret
+
+    def on_replace(self, sig: Any) -> Any:
+        """Celery's hook: the signature that will replace this task (override to change it)."""
+        return sig
+
+    def replace(self, sig: Any) -> Any:
+        """Replace this running task with ``sig`` (a task signature or a canvas): the task's result
+        becomes ``sig``'s result, durably (:mod:`sync_worker_celery.replace`). Raises ``Ignore``
+        (:class:`~sync_worker_celery.exceptions.Replaced`), as Celery's does."""
+        from .canvas import maybe_signature
+
+        if self.request.called_directly:
+            raise UnsupportedFeature("Task.replace() outside a running task (the task was called directly)")
+        raise Replaced(self.on_replace(maybe_signature(sig, app=self.app)))
 
     def update_state(self, task_id: Optional[str] = None, state: Optional[str] = None,
                      meta: Any = None, **kwargs: Any) -> None:

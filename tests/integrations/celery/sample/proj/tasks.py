@@ -119,3 +119,16 @@ def note(*args):
     """Records its arguments (a callback's or errback's) for the canvas-callback tests."""
     CALLBACKS.append(args)
     return list(args)
+
+
+@app.task(bind=True)
+def add_replaced(self, x, y):
+    raise self.replace(add.s(x, y))
+
+
+@app.task(bind=True)
+def replaced_by_canvas(self, x, fail=False):
+    from sync_worker_celery import chain, group
+
+    last = explode.si("replaced boom") if fail else tsum.s()
+    return self.replace(chain(group(add.s(x, 1), add.s(x, 2)), last))
