@@ -35,3 +35,4 @@ def test_what_the_server_owns_is_refused_by_name(sample_app) -> None:
         backend.get_key_for_group("gid", ".j")
     with pytest.raises(UnsupportedFeature, match="result_consumer"):
         backend.result_consumer.on_after_fork()
+
