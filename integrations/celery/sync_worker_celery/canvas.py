@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .result import AsyncResult, EagerResult, GroupResult
     from .task import Task
 
-__all__ = ["Signature", "chain", "chord", "group", "maybe_signature", "signature", "subtask"]
+__all__ = ["Signature", "StampingVisitor", "chain", "chord", "group", "maybe_signature", "signature", "subtask"]
 
 MEMBER_SEPARATOR = "~"
 
@@ -45,11 +45,20 @@ class Signature(dict):  # type: ignore[type-arg]
 
     name = property(lambda self: self.get("task"))
     task = property(lambda self: self.get("task"))
-    args = property(lambda self: tuple(self.get("args") or ()))
-    kwargs = property(lambda self: dict(self.get("kwargs") or {}))
-    options = property(lambda self: self["options"])
+    # assignable, as Celery's (sig.args = (...), sig.kwargs = {...}, sig.options = {...})
+    args = property(lambda self: tuple(self.get("args") or ()),
+                    lambda self, value: self.__setitem__("args", tuple(value)))
+    kwargs = property(lambda self: dict(self.get("kwargs") or {}),
+                      lambda self, value: self.__setitem__("kwargs", dict(value)))
+    options = property(lambda self: self["options"], lambda self, value: self.__setitem__("options", dict(value)))
     subtask_type = property(lambda self: self.get("subtask_type"))
-    immutable = property(lambda self: bool(self.get("immutable")))
+    immutable = property(lambda self: bool(self.get("immutable")),
+                         lambda self, value: self.__setitem__("immutable", bool(value)))
+
+    def stamp(self, visitor: Any = None, append_stamps: bool = False, **headers: Any) -> None:
+        raise UnsupportedFeature(STAMPING_REFUSED)
+
+    stamp_links = stamp
 
     @property
     def id(self) -> Optional[str]:
@@ -172,6 +181,18 @@ class Signature(dict):  # type: ignore[type-arg]
         from .canvas_workflow import start_canvas
 
         return start_canvas(self.app, self, root_id, queue)
+
+
+STAMPING_REFUSED = ("canvas stamping (Signature.stamp, StampingVisitor, stamped_headers) is not supported by "
+                    "sync_worker_celery: put the values in the task's headers= (apply_async(headers=...), read "
+                    "as self.request.<name>) instead")
+
+
+class StampingVisitor:
+    """Celery's stamping visitor base: refused when instantiated (stamping is not supported)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise UnsupportedFeature(STAMPING_REFUSED)
 
 
 def _flatten(tasks: Sequence[Any]) -> List[Any]:
