@@ -29,13 +29,6 @@ worker_state = state = _Refused("celery.worker.state", "the worker runs in its o
                                 "revoked-stamp set (revoke_by_stamped_headers is refused)")
 
 
-class StampingVisitor:
-    """celery.canvas.StampingVisitor (stamping is not supported)."""
-
-    def __init__(self, *args, **kwargs):
-        raise UnsupportedFeature("canvas stamping (StampingVisitor) is not supported by sync_worker_celery")
-
-
 class UnpickleableExceptionWrapper(Exception):
     """celery.utils.serialization.UnpickleableExceptionWrapper: never raised by the facade."""
 

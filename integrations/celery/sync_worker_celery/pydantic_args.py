@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 __all__ = ["PYDANTIC_OPTIONS", "wrap"]
 
@@ -27,7 +27,7 @@ def wrap(fun: Callable[..., Any], strict: bool = False, context: Optional[Dict[s
                           "(pip install pydantic)") from None
     signature = inspect.signature(fun)
     hints: Dict[str, Any] = {}
-    resolved = []
+    resolved: List[bool] = []
 
     def model(hint: Any) -> Any:
         return hint if isinstance(hint, type) and issubclass(hint, BaseModel) else None
