@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, List
 
-from . import states
+from . import errbacks, states
 from .result import EagerResult, GroupResult
 
 __all__ = ["run_eagerly"]
@@ -28,6 +28,20 @@ def _failed_id(result: Any) -> Any:
     return result.id
 
 
+def _errback(sig: Any, errback: Any, result: Any) -> None:
+    """``errback(request, exc, traceback)`` (new style) or ``errback(task_id)``, as on the worker."""
+    from .request import Context
+
+    failed = result
+    if isinstance(result, GroupResult):
+        failed = next((r for r in result.results if r.state in states.PROPAGATE_STATES), result)
+    if errback.subtask_type is None and not errback.immutable and errbacks.new_style(sig.app, errback.name):
+        request = Context(id=failed.id, task=getattr(failed, "task_name", None))
+        errback.clone(args=(request, failed.result, failed.traceback)).apply()
+    else:
+        run_eagerly(errback, _failed_id(result), True)
+
+
 def _run_callbacks(sig: Any, result: Any) -> None:
     """A chain's, group's or chord's own ``link`` / ``link_error``, where the worker's canvas runs them
     (canvas_workflow.attach_callback): with the result, or with the failed task's id. A group's are
@@ -36,7 +50,7 @@ def _run_callbacks(sig: Any, result: Any) -> None:
     from .canvas import maybe_signature
 
     links = [maybe_signature(c, app=sig.app) for c in sig.options.get("link") or []]
-    errbacks = [maybe_signature(c, app=sig.app) for c in sig.options.get("link_error") or []]
+    errback_sigs = [maybe_signature(c, app=sig.app) for c in sig.options.get("link_error") or []]
     if sig.subtask_type == "group" and isinstance(result, GroupResult):
         members = result.results
         if members and members[0].state not in states.PROPAGATE_STATES:
@@ -44,12 +58,12 @@ def _run_callbacks(sig: Any, result: Any) -> None:
                 run_eagerly(callback)
         for member in members:
             if member.state in states.PROPAGATE_STATES:
-                for errback in errbacks:
+                for errback in errback_sigs:
                     run_eagerly(errback)
         return
     if _failed(result):
-        for errback in errbacks:
-            run_eagerly(errback, _failed_id(result), True)
+        for errback in errback_sigs:
+            _errback(sig, errback, result)
     else:
         for callback in links:
             run_eagerly(callback, _value(result), True)

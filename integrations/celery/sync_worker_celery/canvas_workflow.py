@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Dict, Generator, List, Optional
 from sync_worker import workflow
 from sync_worker.errors import ActivityFailed, ChildWorkflowFailed
 
+from . import errbacks
 from .publish import activity_options, resolve_queue
 from .replace import plan_of
 from .wire import encode_call
@@ -72,7 +73,8 @@ def compile_plan(app: Celery, sig: Signature, root_id: str, counter: Optional[Li
         on_header = bool(app.conf.get("task_allow_error_cb_on_chord_header"))
         for key in ("link", "link_error"):
             for callback in sig.options.get(key) or []:
-                attach_callback(plan, key, compile_plan(app, maybe_signature(callback, app=app), root_id, counter),
+                compiled = compile_plan(app, maybe_signature(callback, app=app), root_id, counter)
+                attach_callback(plan, key, errbacks.mark(app, compiled) if key == "link_error" else compiled,
                                 on_header)
         return plan
     task = app.tasks.get(sig.name)
@@ -87,7 +89,7 @@ def compile_plan(app: Celery, sig: Signature, root_id: str, counter: Optional[Li
         "options": activity_options(app, task, options),
         "meta": {k: options[k] for k in ("time_limit", "soft_time_limit", "headers") if options.get(k)},
         "link": [compile_plan(app, maybe_signature(s, app=app), root_id, counter) for s in options.get("link") or []],
-        "link_error": [compile_plan(app, maybe_signature(s, app=app), root_id, counter)
+        "link_error": [errbacks.mark(app, compile_plan(app, maybe_signature(s, app=app), root_id, counter))
                        for s in options.get("link_error") or []],
     }
     assert isinstance(sig, Sig)
@@ -227,7 +229,7 @@ class CanvasWorkflow:
             result = yield from self._resolve(ctx, node, root, result)
         except Exception as error:
             self.members[node["id"]] = {"state": "FAILURE", "name": node["name"], "error": str(error)}
-            yield from self._errbacks(ctx, node.get("link_error") or [], root, node["id"])
+            yield from self._errbacks(ctx, node.get("link_error") or [], root, node, error)
             raise
         self.members[node["id"]] = {"state": "SUCCESS", "name": node["name"], "result": result}
         for callback in node.get("link") or []:
@@ -242,11 +244,18 @@ class CanvasWorkflow:
             plan = plan_of(result)
         return result
 
-    def _errbacks(self, ctx: Any, errbacks: List[Dict[str, Any]], root: str,
-                  failed_id: str) -> Generator[Any, Any, None]:
-        for errback in errbacks:
-            try:  # an errback gets the failed task's id first (Celery's errback(task_id) form)
-                yield from self._node(ctx, errback, root, failed_id, True, failed_id)
+    def _errbacks(self, ctx: Any, callbacks: List[Dict[str, Any]], root: str, failed: Dict[str, Any],
+                  error: BaseException) -> Generator[Any, Any, None]:
+        """A failed task's errbacks: ``errback(task_id)``, or ``errback(request, exc, traceback)`` for a
+        new-style one (:mod:`sync_worker_celery.errbacks`). An errback's own failure is logged."""
+        failed_id = str(failed["id"])
+        for errback in callbacks:
+            try:
+                if errback.get(errbacks.FLAG) and not errback.get("immutable"):  # immutable: no arguments added
+                    call = errbacks.new_style_call(errback, failed, failed_id, error)
+                    yield from self._node(ctx, call, root, None, False, failed_id)
+                else:
+                    yield from self._node(ctx, errback, root, failed_id, True, failed_id)
             except Exception:
                 ctx.logger.warning("errback of %s failed", failed_id)
 
@@ -266,10 +275,11 @@ class CanvasWorkflow:
         if kind == "chord":
             try:
                 results = yield from self._group(ctx, node["header"], root, parent, has_parent, parent_id)
-            except Exception:
+            except Exception as error:
                 # the body will not run: its errbacks run now, with its id (Celery's chord_error_from_stack)
                 body = _first_task(node["body"])
-                yield from self._errbacks(ctx, body.get("link_error") or [], root, str(body.get("id") or node["id"]))
+                yield from self._errbacks(ctx, body.get("link_error") or [], root, dict(body, id=body.get("id")
+                                                                                       or node["id"]), error)
                 raise
             return (yield from self._node(ctx, node["body"], root, results, True, node["id"]))
         raise ValueError(f"unknown canvas node kind {kind!r}")

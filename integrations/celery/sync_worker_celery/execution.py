@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-from . import ratelimit, signals, states
+from . import errbacks, ratelimit, signals, states
 from .einfo import ExceptionInfo
 from .exceptions import Ignore, Reject, Replaced, Retry, TaskRevokedError
 from .request import Context
@@ -173,6 +173,8 @@ def apply_eagerly(task: Task, args: Tuple[Any, ...], kwargs: Dict[str, Any], *, 
     for callback in _as_list(link if outcome.state == states.SUCCESS else link_error):
         if outcome.state == states.SUCCESS:
             callback.clone(args=(outcome.retval,) if not callback.immutable else ()).apply()
+        elif errbacks.new_style(app, callback.name):
+            callback.clone(args=(request, outcome.exception, result.traceback)).apply()
         else:
             callback.clone(args=(task_id,)).apply()
     return result
@@ -252,6 +254,8 @@ def activity_for(task: Task) -> Callable[..., Any]:
 
     def run_task(*wire_args: Any) -> Any:
         args, kwargs, meta = decode_call(wire_args)
+        if meta.get(errbacks.FLAG):  # errback(request, exc, traceback): rebuilt from plain data
+            args = errbacks.decode_args(list(args))
         ctx = activity.context()
         info = ctx.info
         app = task.app

@@ -93,11 +93,32 @@ class TestCallbacksOnTheWorker:
         calls = _ran(label)
         assert len(calls) == 1
         if shape == "group":
-            # Celery's group link is an immutable clone on the first member, which succeeded here
+            # Celery's group link is an immutable clone on the first member, which succeeded here,
+            # and its errback an immutable clone on each member: no arguments added
             assert calls == [(label,)] and _ran(unused) == [(unused,)]
         else:
-            assert isinstance(calls[0][0], str) and calls[0][1] == label   # errback(task_id)
+            # note(*args) is a new-style errback (Celery: more than one positional argument)
+            request, exc, _traceback, own = calls[0]
+            # a chord's errbacks sit on its body, which a failed header never runs: they get the body's
+            # request (Celery's chord_error_from_stack)
+            assert request.task == ("proj.tasks.tsum" if "chord" in shape else "proj.tasks.explode")
+            assert isinstance(request.id, str) and request.id
+            assert isinstance(exc, ValueError) and str(exc) == "boom" and own == label
             assert not _calls(unused)
+
+    # not on a group: Celery makes a group's errback immutable, so a one-argument errback gets nothing
+    @pytest.mark.parametrize("shape", [shape for shape in SHAPES if shape != "group"])
+    def test_an_old_style_errback_gets_the_failed_task_id(self, shape: str) -> None:
+        from proj.tasks import CALLBACKS, note_old_style
+
+        build, _ = _shape(shape)
+        canvas = build(True)
+        canvas.link_error(note_old_style.s())
+        result = canvas.apply_async()
+        _settles(result, fails=True)
+        root = result.id
+        wait_for(lambda: any(str(a[0]).startswith(root) for a in list(CALLBACKS) if a[1:] == ("old-style",)),
+                 timeout=30)
 
     def test_callbacks_at_every_level_of_a_nested_canvas_all_run(self) -> None:
         from proj.tasks import add, note, tsum
@@ -146,4 +167,7 @@ class TestCallbacksEagerly:
         failing = build(True)
         failing.link_error(note.s(bad))
         failing.apply()
-        assert len(_calls(bad)) == 1
+        calls = _calls(bad)
+        assert len(calls) == 1
+        if shape != "group":
+            assert isinstance(calls[0][1], ValueError) and calls[0][-1] == bad   # new style, eagerly too

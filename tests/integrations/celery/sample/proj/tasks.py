@@ -106,9 +106,10 @@ ERRBACKS = []
 
 
 @app.task
-def remember_failure(task_id, note):
-    ERRBACKS.append((task_id, note))
-    return task_id
+def remember_failure(request, exc, traceback, note):
+    """A new-style errback (Celery calls it with the failed call's request, exception and traceback)."""
+    ERRBACKS.append((request.id, note, exc))
+    return request.id
 
 
 CALLBACKS = []
@@ -116,9 +117,17 @@ CALLBACKS = []
 
 @app.task
 def note(*args):
-    """Records its arguments (a callback's or errback's) for the canvas-callback tests."""
+    """Records its arguments (a callback's; as an errback, new style: request, exc, traceback first)."""
     CALLBACKS.append(args)
-    return list(args)
+    return [getattr(a, "id", None) if hasattr(a, "id") else repr(a) if isinstance(a, Exception) else a
+            for a in args]
+
+
+@app.task
+def note_old_style(task_id):
+    """An old-style errback (one argument: the failed task's id)."""
+    CALLBACKS.append((task_id, "old-style"))
+    return task_id
 
 
 @app.task(bind=True)
