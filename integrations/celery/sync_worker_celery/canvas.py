@@ -132,7 +132,10 @@ class Signature(dict):  # type: ignore[type-arg]
         self["options"].setdefault("link_error", []).append(errback)
         return errback
 
-    on_error = link_error
+    def on_error(self, errback: Signature) -> Signature:
+        """``link_error`` that returns this signature (for chaining), as Celery's."""
+        self.link_error(errback)
+        return self
 
     def freeze(self, _id: Optional[str] = None, **kwargs: Any) -> AsyncResult:
         from .result import AsyncResult
@@ -234,8 +237,8 @@ class _chain(Signature):
     def clone(self, args: Optional[Sequence[Any]] = None, kwargs: Optional[Dict[str, Any]] = None,
               **opts: Any) -> Signature:
         tasks = self.tasks
-        if args and tasks:
-            tasks[0] = tasks[0].clone(args)
+        if (args or kwargs) and tasks:  # partial arguments go to the first task, as in Celery
+            tasks[0] = tasks[0].clone(args, kwargs)
         copy = _chain(*tasks, app=self._app, **{**self.options, **opts})
         return copy
 
@@ -318,6 +321,11 @@ class chord(Signature):
     @property
     def header(self) -> group:
         return group(self["kwargs"]["header"], app=self._app)
+
+    @property
+    def tasks(self) -> List[Signature]:
+        """The header's tasks (Celery's ``chord.tasks``)."""
+        return self.header.tasks
 
     @property
     def body(self) -> Optional[Signature]:

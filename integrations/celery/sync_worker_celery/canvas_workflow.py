@@ -60,8 +60,12 @@ def compile_plan(app: Celery, sig: Signature, root_id: str, counter: Optional[Li
     kind = sig.subtask_type
     if kind in ("chain", "group", "chord"):
         if kind == "chain":
+            members = sig.tasks  # type: ignore[attr-defined]
+            timing = {k: sig.options[k] for k in ("countdown", "eta") if sig.options.get(k) is not None}
+            if timing and members:  # a chain's countdown/eta delays its first task, as in Celery
+                members = [members[0].clone(**timing), *members[1:]]
             plan: Dict[str, Any] = {"kind": "chain", "tasks": [compile_plan(app, t, root_id, counter, parent_queue)
-                                                                for t in sig.tasks]}  # type: ignore[attr-defined]
+                                                                for t in members]}
         elif kind == "group":
             plan = {"kind": "group", "id": sig.id or next_id(),
                     "tasks": [compile_plan(app, t, root_id, counter, parent_queue)
@@ -141,6 +145,14 @@ def start_canvas(app: Celery, sig: Signature, root_id: str, queue: str) -> Any:
         members = [AsyncResult(m.get("id") or f"{root_id}~?", app=app) for m in plan["tasks"]]
         return GroupResult(root_id, members, app=app)
     return AsyncResult(root_id, app=app)
+
+
+def _ends_in_group(node: Dict[str, Any]) -> bool:
+    if node["kind"] == "group":
+        return True
+    if node["kind"] == "chain" and node.get("tasks"):
+        return _ends_in_group(node["tasks"][-1])
+    return False
 
 
 def _first_task(node: Dict[str, Any]) -> Dict[str, Any]:
@@ -323,6 +335,14 @@ class CanvasWorkflow:
             for i, output in zip(replaced, outputs):
                 results[i] = output
         for member, result in zip(members, results):
-            if member.get("id"):
+            if member.get("id") and member["kind"] == "task":
                 self.members[member["id"]] = {"state": "SUCCESS", "name": member.get("name"), "result": result}
-        return list(results)
+        # a member that is a group (or a chain ending in one) is unrolled into this group, as Celery
+        # unrolls nested groups: its results take its place, side by side with the others
+        flat: List[Any] = []
+        for member, result in zip(members, results):
+            if _ends_in_group(member) and isinstance(result, list):
+                flat.extend(result)
+            else:
+                flat.append(result)
+        return flat

@@ -241,6 +241,11 @@ class Task:
         request._pending_retry = ret  # type: ignore[attr-defined]
         return ret
 
+    def add_to_chord(self, sig: Any, lazy: bool = False) -> Any:
+        raise UnsupportedFeature("Task.add_to_chord() is not supported: a chord's header is fixed when the chord "
+                                 "is applied (one durable run); replace the task with a group "
+                                 "(self.replace(group(...))) to fan out from inside it")
+
     def on_replace(self, sig: Any) -> Any:
         """Celery's hook: the signature that will replace this task (override to change it)."""
         return sig
@@ -253,6 +258,11 @@ class Task:
 
         if self.request.called_directly:
             raise UnsupportedFeature("Task.replace() outside a running task (the task was called directly)")
+        sig = maybe_signature(sig, app=self.app)
+        if sig.subtask_type == "chain" and not sig.tasks:
+            from .exceptions import ImproperlyConfigured
+
+            raise ImproperlyConfigured("Cannot replace with an empty chain")
         raise Replaced(self.on_replace(maybe_signature(sig, app=self.app)))
 
     def update_state(self, task_id: Optional[str] = None, state: Optional[str] = None,
