@@ -148,11 +148,8 @@ def start_canvas(app: Celery, sig: Signature, root_id: str, queue: str) -> Any:
 
 
 def _ends_in_group(node: Dict[str, Any]) -> bool:
-    if node["kind"] == "group":
-        return True
-    if node["kind"] == "chain" and node.get("tasks"):
-        return _ends_in_group(node["tasks"][-1])
-    return False
+    """A group member unrolled into its group: a group (not a chain ending in one, as in Celery)."""
+    return bool(node["kind"] == "group")
 
 
 def _first_task(node: Dict[str, Any]) -> Dict[str, Any]:
@@ -245,7 +242,10 @@ class CanvasWorkflow:
             raise
         self.members[node["id"]] = {"state": "SUCCESS", "name": node["name"], "result": result}
         for callback in node.get("link") or []:
-            yield from self._node(ctx, callback, root, result, True, node["id"])
+            try:  # a callback is a task of its own (Celery: a separate message): its failure is its own
+                yield from self._node(ctx, callback, root, result, True, node["id"])
+            except Exception:
+                ctx.logger.warning("link callback of %s failed", node["id"])
         return result
 
     def _resolve(self, ctx: Any, node: Dict[str, Any], root: str, result: Any) -> Generator[Any, Any, Any]:

@@ -15,9 +15,17 @@ class TestShapesOnTheWorker:
     def test_nested_groups_are_unrolled(self) -> None:
         from proj.tasks import add, tsum
 
-        assert group(add.s(1, 2) | group(add.s(1), add.s(2))).apply_async().get(timeout=60) == [4, 5]
+        # a chain ending in a group is not unrolled (Celery: "the chain prevents unrolling")
+        assert group(add.s(1, 2) | group(add.s(1), add.s(2))).apply_async().get(timeout=60) == [[4, 5]]
         assert chord((group(add.s(1, 1), add.s(2, 2)),), tsum.s()).apply_async().get(timeout=60) == 6
         assert group(group(add.s(1, 1), add.s(2, 2)), add.s(3, 3)).apply_async().get(timeout=60) == [2, 4, 6]
+
+    def test_a_failing_link_callback_does_not_fail_the_canvas(self) -> None:
+        from proj.tasks import add, explode
+
+        canvas = chain(add.s(1, 1), add.s(1))
+        canvas.link(explode.si("callback boom"))
+        assert canvas.apply_async().get(timeout=60) == 3
 
     def test_chain_kwargs_and_countdown_go_to_the_first_task_and_on_error_returns_the_chain(self) -> None:
         from proj.tasks import greet, note
