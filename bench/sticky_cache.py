@@ -22,7 +22,7 @@ Run shapes (``--shapes``):
 Modes:
 
 * ``off``: sync_worker without the cache: every task carries and replays the whole history.
-* ``on``: sync_worker with ``sticky_cache_capacity > 0``: the task carries only the events
+* ``on``: sync_worker with its default settings (the cache is on by default): the task carries only the events
   after the cached sequence (the dev server's sticky hit) and the suspended run is resumed.
 * ``sdk``: the published SDK's replayer (``durable_workflow.workflow.replay``) over the whole
   history each task -- its sticky cache keeps history, not instances, so it replays it all.
@@ -173,7 +173,7 @@ def _task(shape: str, count: int) -> Dict[str, Any]:
 def _drive(shape: str, count: int, mode: str, sdk_classes: Optional[Dict[str, type]]) -> float:
     """CPU seconds the worker spends on every task of one run of ``count`` steps."""
     registry = WorkflowRegistry([OURS[shape]])
-    cache = StickyWorkflowCache(16, 256 * 1024 * 1024, 3600)
+    cache = StickyWorkflowCache(None)  # the Worker's defaults (on, 500 runs, 16 MiB, 300 s: issue 29)
     server = _Server(shape, count)
     sent = 0  # events the cached state has (the server's sticky sequence)
     used, tasks = 0.0, 0

@@ -76,7 +76,8 @@ if command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; then
     "$mdb" --no-defaults --datadir="$mdata" --bind-address=127.0.0.1 --port="$MYSQL_PORT" --socket="$msock" \
       --pid-file="$mdata/mariadb.pid" --log-error="$mdata/mariadb.log" --skip-log-bin --innodb-flush-log-at-trx-commit=0 \
       --max-connections=300 $( [ "$(id -u)" = 0 ] && echo --user=mysql ) >/dev/null 2>&1 &
-    for _ in $(seq 100); do [ -S "$msock" ] && break; sleep 0.1; done
+    # crash recovery on a busy machine can take tens of seconds: wait up to 90 s for the socket
+    for _ in $(seq 900); do [ -S "$msock" ] && break; sleep 0.1; done
     # a password-less test user reachable over loopback TCP (root only logs in on the socket)
     mariadb --no-defaults --socket="$msock" -u root -e "CREATE USER IF NOT EXISTS 'sw'@'127.0.0.1'; \
       GRANT ALL ON *.* TO 'sw'@'127.0.0.1'; CREATE DATABASE IF NOT EXISTS sw_nestjs" >/dev/null 2>&1 \

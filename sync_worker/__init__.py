@@ -15,6 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from . import errors, payloads
+from ._sdk_names import SDK_NAMES
 from .errors import (
     ActivityCancelled,
     ActivityFailed,
@@ -62,6 +63,7 @@ _LAZY = {
     "activity": ("sync_worker.activity", None),
     "workflow": ("sync_worker.workflow", None),
 }
+_LAZY.update(SDK_NAMES)  # every other name of the published SDK that we provide (sync_worker/_sdk_names.py)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from . import activity, workflow
@@ -128,4 +130,5 @@ __all__ = [
     "errors",
     "payloads",
     "workflow",
+    *sorted(set(SDK_NAMES) - {"client", "interceptors", "testing", "worker"}),
 ]

@@ -25,6 +25,7 @@ __all__ = [
     "DETAIL_BYTES",
     "task_failure_note",
     "MESSAGE_BYTES",
+    "ObservedText",
     "REQUEST_BYTES",
     "STACK_BYTES",
     "bound_request",
@@ -57,6 +58,12 @@ _IDENTITY_KEYS = frozenset(
     }
 )
 _CARRIABLE_FIELDS = frozenset({*_OPTIONAL_FIELDS, "exception", "message", "stack_trace"})
+
+class ObservedText(str):
+    """A failure message workflow code has already seen (a local activity's, bounded before the
+    workflow observed it). It is sent as it is: a later batch or a lower limit that cannot fit it
+    raises :class:`FailureReportTooLarge` rather than change a value replay must see again."""
+
 
 Location = Tuple[Union[str, int], ...]
 Omitted = Dict[str, Optional[int]]
@@ -317,6 +324,8 @@ def _already_bounded(original: Dict[str, Any], carried: Omitted, budget: int) ->
 def _render(original: Dict[str, Any], site: _Site, budget: int) -> Dict[str, Any]:
     """The report with message, stack and metadata each within ``budget`` (and their own caps)."""
     report = _working_copy(original, site)
+    if isinstance(original.get("message"), ObservedText):
+        return report
     carried = _carried_sizes(original, site) if site.structured else {}
     omitted: Omitted = dict(carried)
     raw_message = original.get("message", "")

@@ -19,6 +19,11 @@ from tests._sdk_missing import SDK_MISSING
 #: Test modules that import the published SDK when they load (paths relative to tests/).
 SDK_MODULES = [
     "conformance/test_server_parity_sdk.py",
+    "interop/test_authoring_local.py",
+    "interop/test_authoring_scopes.py",
+    "interop/test_authoring_select.py",
+    "interop/test_authoring_streams.py",
+    "interop/test_authoring_validators.py",
     "interop/test_devserver_restart.py",
     "interop/test_import_swap.py",
     "interop/test_mixed_workers.py",
@@ -26,6 +31,7 @@ SDK_MODULES = [
     "interop/test_sdk_control_plane.py",
     "interop/test_sdk_end_to_end.py",
     "interop/test_sdk_namespace_isolation.py",
+    "interop/test_sdk_names.py",
     "interop/test_sync_client_swap.py",
 ]
 SDK_INSTALLED = importlib.util.find_spec("durable_workflow") is not None

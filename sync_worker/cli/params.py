@@ -10,7 +10,9 @@ take their connection and logging flags from here, so each flag has one document
   in one place and a flag given on the command line is known as such);
 * ``-l/--loglevel`` (alias ``--log-level``);
 * ``-c/--concurrency N|adaptive`` and ``--autoscale MAX,MIN`` (:class:`ConcurrencyParam`,
-  :func:`autoscale_bounds`); ``-P/--pool`` (:func:`resolve_pool`).
+  :func:`autoscale_bounds`); ``-P/--pool`` (:func:`resolve_pool`, ``prefork`` where the door
+  allows it) and the prefork pool's ``--max-tasks-per-child`` / ``--max-memory-per-child``
+  (:func:`prefork_options`).
 
 :func:`import_target` resolves the ``MODULE:ATTR`` argument of ``run`` and ``nestjs``.
 """
@@ -28,12 +30,14 @@ import click
 from ..host.client_options import AUTH_TOKEN_ENV, NAMESPACE_ENV, SERVER_URL_ENV
 
 __all__ = [
+    "PREFORK",
     "ConcurrencyParam",
     "autoscale_bounds",
     "configure_logging",
     "import_target",
     "loglevel_option",
     "namespace_option",
+    "prefork_options",
     "resolve_pool",
     "server_url_option",
     "token_option",
@@ -75,14 +79,37 @@ def configure_logging(loglevel: str, *, format: str = "%(asctime)s %(levelname)s
     return level
 
 
-def resolve_pool(pool: Optional[str]) -> str:
-    """The canonical pool for ``-P`` (default: the process's), checked for this process; a usage error if not."""
+#: The ``-P`` name of the process pool (:mod:`sync_worker.host.prefork`); not a Worker pool.
+PREFORK = "prefork"
+
+
+def resolve_pool(pool: Optional[str], *, allow_prefork: bool = False) -> str:
+    """The canonical pool for ``-P`` (default: the process's), checked for this process; a usage error if not.
+
+    With ``allow_prefork``, ``prefork`` (or Celery's ``processes``) is :data:`PREFORK`.
+    """
     from ..runtime.backend import check_pool, default_pool
 
+    if allow_prefork and pool is not None and pool.strip().lower() in (PREFORK, "processes"):
+        return PREFORK
     try:
         return check_pool(pool or default_pool())
     except (ValueError, RuntimeError) as error:
         raise click.UsageError(str(error)) from None
+
+
+def prefork_options() -> Callable[[F], F]:
+    """``--max-tasks-per-child N`` and ``--max-memory-per-child KIB`` (Celery's spellings and units)."""
+    def decorate(function: F) -> F:
+        function = click.option(
+            "--max-memory-per-child", type=click.IntRange(min=1), default=None, metavar="KIB",
+            help="-P prefork: replace a child once its resident set passes KIB kilobytes (checked after "
+                 "each task, which finishes first).")(function)
+        return click.option(
+            "--max-tasks-per-child", type=click.IntRange(min=1), default=None, metavar="N",
+            help="-P prefork: replace a child after it ran N activities.")(function)
+
+    return decorate
 
 
 class ConcurrencyParam(click.ParamType):  # type: ignore[type-arg,unused-ignore]  # generic only in click >= 8.2

@@ -74,6 +74,7 @@ from .system import SystemMixin
 from .task_queues import TaskQueuesMixin
 from .worker_plane import WorkerPlane
 from .workers import WorkersMixin
+from .workflow_streams import WorkflowStreamsMixin
 from .workflows import WorkflowsMixin
 
 # the published facade's handle names
@@ -131,6 +132,7 @@ __all__ = [
 class Client(
     WorkflowsMixin,
     MessagesMixin,
+    WorkflowStreamsMixin,
     CommandsMixin,
     ActivitiesMixin,
     SchedulesMixin,

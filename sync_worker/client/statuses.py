@@ -19,6 +19,14 @@ def _body_reason(body: object) -> Optional[str]:
 _QUERY_409 = {"query_rejected", "query_worker_unavailable", "query_worker_incompatible",
               "query_workflow_state_unavailable"}
 _QUERY_504 = {"query_worker_timeout", "query_worker_execution_timeout", "query_task_not_claimed"}
+#: Why an update's validator could not decide (409 / 422 / 504): the SDK's ``UpdateValidationFailed``.
+UPDATE_VALIDATION_FAILURES = frozenset({
+    "update_validator_contract_missing", "update_validation_request_id_required",
+    "update_validation_idempotency_conflict", "update_validation_capability_unsupported",
+    "update_validator_worker_unavailable", "update_validator_worker_incompatible", "update_validator_worker_lost",
+    "update_validation_task_not_claimed", "update_validation_execution_timeout", "update_validation_worker_failed",
+    "stale_update_validation_completion",
+})
 
 
 def raise_for_status(status: int, body: object, *, route: str, operation: str = "") -> None:
@@ -27,7 +35,9 @@ def raise_for_status(status: int, body: object, *, route: str, operation: str = 
         return
     reason = _body_reason(body)
     cls: type[errors.ServerError] = errors.ServerError
-    if status == 401:
+    if operation == "schedule.list" and status in (400, 403, 409, 422):
+        cls = errors.ScheduleListError  # the published SDK's rule: a refused filter or cursor
+    elif status == 401:
         cls = errors.Unauthorized
     elif status == 403:
         cls = errors.Forbidden
@@ -49,18 +59,26 @@ def raise_for_status(status: int, body: object, *, route: str, operation: str = 
     elif status == 409:
         if reason in ("duplicate_not_allowed", "instance_already_started"):
             cls = errors.WorkflowAlreadyStarted
+        elif reason == "schedule_already_exists":
+            cls = errors.ScheduleAlreadyExists
         elif reason in _QUERY_409 or (reason == "run_not_active" and operation == "workflow.query"):
             cls = errors.QueryFailed
         elif reason in ("run_not_active", "request_id_conflict") and operation == "workflow.signal":
             cls = errors.SignalFailed
         elif reason in ("update_rejected", "update_validator_rejected"):
             cls = errors.UpdateRejected
+        elif reason in UPDATE_VALIDATION_FAILURES:
+            cls = errors.UpdateValidationFailed
         elif reason == "request_id_conflict" and operation == "workflow.update":
             cls = errors.UpdateFailed
         else:
             cls = errors.Conflict
     elif status in (400, 413, 415, 422):
-        if reason == "invalid_signal_arguments":
+        if reason == "update_validator_rejected" and status == 422:
+            cls = errors.UpdateRejected
+        elif reason in UPDATE_VALIDATION_FAILURES and status == 422:
+            cls = errors.UpdateValidationFailed
+        elif reason == "invalid_signal_arguments":
             cls = errors.SignalFailed
         elif reason == "invalid_query_arguments":
             cls = errors.QueryFailed
@@ -70,6 +88,8 @@ def raise_for_status(status: int, body: object, *, route: str, operation: str = 
             cls = errors.InvalidArgument
     elif status == 504 and reason in _QUERY_504:
         cls = errors.QueryFailed
+    elif status == 504 and reason in UPDATE_VALIDATION_FAILURES:
+        cls = errors.UpdateValidationFailed
     elif status == 429:
         cls = errors.BackpressureError
     elif status in (502, 503, 504):

@@ -107,11 +107,48 @@ class WorkerPlane(ClientBase):
         build_id: Optional[str] = None,
         history_page_size: int = 500,
         cancel: Optional[CancelToken] = None,
+        task_kinds: Optional[List[str]] = None,
     ) -> Optional[Dict[str, Any]]:
-        """Long-poll one workflow task; ``None`` when the wait ended empty."""
+        """Long-poll one workflow task; ``None`` when the wait ended empty.
+
+        ``task_kinds`` (``["workflow", "update_validation"]``) asks the multiplexed poll for
+        update-validation tasks too (§4.10); each answer says which it is in ``task.task_kind``.
+        """
         body = self._poll_body(worker_id, task_queue, poll_request_id, timeout_seconds, build_id)
         body["history_page_size"] = history_page_size
+        if task_kinds:
+            body["task_kinds"] = list(task_kinds)
         return self._poll(routes.poll_route("workflow"), body, cancel)
+
+    # -- update validation tasks (§4.10) -------------------------------------------------------
+
+    def poll_update_validation_task(
+        self, *, worker_id: str, task_queue: str, timeout_seconds: int, poll_request_id: str = "",
+        cancel: Optional[CancelToken] = None,
+    ) -> Optional[Dict[str, Any]]:
+        """The standalone validation poll (the worker uses the multiplexed workflow poll instead)."""
+        body = self._poll_body(worker_id, task_queue, poll_request_id, timeout_seconds, None)
+        if not poll_request_id:
+            body.pop("poll_request_id")
+        return self._poll(routes.poll_route("update_validation"), body, cancel)
+
+    def approve_update_validation_task(
+        self, task_id: str, *, lease_owner: str, update_validation_attempt: int,
+        cancel: Optional[CancelToken] = None,
+    ) -> Dict[str, Any]:
+        """The validator approved: the server may accept the update."""
+        return self._task_call("update_validation", task_id, "approve", {
+            "lease_owner": lease_owner, "update_validation_attempt": update_validation_attempt}, cancel)
+
+    def reject_update_validation_task(
+        self, task_id: str, *, lease_owner: str, update_validation_attempt: int, failure: Dict[str, Any],
+        cancel: Optional[CancelToken] = None,
+    ) -> Dict[str, Any]:
+        """The validator rejected (``reason: update_validator_rejected``) or could not run
+        (``update_validation_worker_failed``); ``failure`` is bounded like any failure report."""
+        return self._task_call("update_validation", task_id, "reject", {
+            "lease_owner": lease_owner, "update_validation_attempt": update_validation_attempt, "failure": failure,
+        }, cancel, bound=True)
 
     def workflow_task_history(
         self,

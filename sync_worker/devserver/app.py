@@ -278,7 +278,8 @@ class DevServer:
                  namespaces: Sequence[str] = ("default",), host: str = "127.0.0.1", *,
                  long_poll_max_seconds: float = 60.0, workflow_task_lease_seconds: float = 60.0,
                  activity_task_lease_seconds: float = 300.0, query_timeout_seconds: float = 10.0,
-                 tick_seconds: float = 0.05, heartbeat_interval_seconds: int = 60,
+                 update_validation_timeout_seconds: float = 10.0, tick_seconds: float = 0.05,
+                 heartbeat_interval_seconds: int = 60,
                  stale_after_seconds: int = 120, max_request_bytes: int = 4 * 1024 * 1024,
                  max_payload_bytes: int = 2 * 1024 * 1024, enforce_workflow_timeouts: bool = True,
                  worker_token: Optional[str] = None, control_token: Optional[str] = None,
@@ -289,7 +290,8 @@ class DevServer:
             long_poll_max_seconds=long_poll_max_seconds,
             workflow_task_lease_seconds=workflow_task_lease_seconds,
             activity_task_lease_seconds=activity_task_lease_seconds, query_timeout_seconds=query_timeout_seconds,
-            tick_seconds=tick_seconds, heartbeat_interval_seconds=heartbeat_interval_seconds,
+            update_validation_timeout_seconds=update_validation_timeout_seconds, tick_seconds=tick_seconds,
+            heartbeat_interval_seconds=heartbeat_interval_seconds,
             stale_after_seconds=stale_after_seconds, max_request_bytes=max_request_bytes,
             max_payload_bytes=max_payload_bytes, enforce_workflow_timeouts=enforce_workflow_timeouts)
         self.host = host

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from . import activities, memo, resume, validation
+from . import activities, memo, resume, selection, validation, workflow_streams
 from .engine import Engine
 from .lifecycle import close_run
 from .payload_checks import check_payload
@@ -15,6 +15,7 @@ SUPPORTED_COMMANDS = (
     "complete_workflow", "fail_workflow", "continue_as_new", "schedule_activity", "start_timer",
     "start_child_workflow", "record_side_effect", "record_version_marker", "upsert_search_attributes",
     "open_condition_wait", "record_local_activity", "upsert_memo", "complete_update", "fail_update",
+    "cancel_selection_operation",
 )
 TERMINAL_COMMANDS = ("complete_workflow", "fail_workflow", "continue_as_new")
 
@@ -87,6 +88,10 @@ def validate(commands: Any) -> List[Dict[str, Any]]:
                 raise _bad(i, f"outcome must be one of {sorted(_LOCAL_OUTCOMES)}")
             check_payload(cmd.get("arguments"), f"commands.{i}.arguments", codec=codec)
             check_payload(cmd.get("result"), f"commands.{i}.result", codec=codec)
+        elif kind == "cancel_selection_operation":
+            selection.validate_cancel(cmd, i)
+        if cmd.get("workflow_stream") is not None:
+            workflow_streams.validate_directive(cmd, i)
         elif kind == "fail_workflow" and cmd.get("message") is not None and not isinstance(cmd["message"], str):
             raise _bad(i, "message must be a string")
         if kind in ("complete_update", "fail_update") and not isinstance(cmd.get("update_id"), str):
@@ -99,9 +104,10 @@ def apply(engine: Engine, run: Row, task: Row, commands: List[Dict[str, Any]], b
 
     What the task's message or the open wait records comes first (``resume``).
     """
-    for cmd in resume.record_before_commands(engine, run, task, commands, body):
+    for index, cmd in enumerate(resume.record_before_commands(engine, run, task, commands, body)):
         if run["status"] in ("completed", "failed", "cancelled", "terminated", "continued"):
             break  # nothing after a terminal command counts
+        workflow_streams.apply_directive(engine, run, task, cmd, index)  # (stripped: not in history)
         handler = _HANDLERS[cmd["type"]]
         handler(engine, run, cmd)
 
@@ -209,8 +215,6 @@ def _local_activity(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
 
 def _side_effect(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
     payload: Dict[str, Any] = {"sequence": _next_seq(run), "result": cmd.get("result"), "payload_codec": "avro"}
-    if cmd.get("workflow_stream") is not None:
-        payload["workflow_stream"] = cmd["workflow_stream"]
     engine.append(run, "SideEffectRecorded", payload)
 
 
@@ -310,4 +314,5 @@ _HANDLERS = {
     "continue_as_new": _continue_as_new,
     "complete_update": _update_result,
     "fail_update": _update_result,
+    "cancel_selection_operation": selection.cancel_member,
 }

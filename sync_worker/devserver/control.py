@@ -11,6 +11,7 @@ from .lifecycle import cancel_run, terminate_run
 from .payload_checks import check_payload
 from .queries import QueryBroker
 from .store import Row
+from .update_validation import declared_contract
 from .util import (
     TERMINAL_STATUSES,
     ApiError,
@@ -81,10 +82,13 @@ def start_workflow(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict
             return {**run_view(engine, existing, full=False), "outcome": "returned_existing"}
         raise ApiError(409, "duplicate_not_allowed", f"workflow {workflow_id} is already running",
                        workflow_id=workflow_id, run_id=existing["run_id"])
+    # WorkflowStarted records the command contract the queue's worker registered for the type
+    # (``WorkflowStartService::enrichStartedEventWithExternalCommandContract``): update validation reads it.
     run = engine.create_run(namespace=namespace, workflow_id=workflow_id, workflow_type=workflow_type,
                             task_queue=task_queue, arguments=body.get("input"), memo=memo,
                             search_attributes=attributes, execution_timeout_seconds=execution_timeout,
-                            run_timeout_seconds=run_timeout)
+                            run_timeout_seconds=run_timeout,
+                            started_extra=declared_contract(engine, namespace, task_queue, workflow_type))
     engine.stranded.note(engine, namespace, task_queue, "workflow", workflow_type)
     return {**run_view(engine, run, full=False), "outcome": "started_new"}
 

@@ -13,6 +13,7 @@ from ..protocol.versions import (
     WORKER_PROTOCOL_VERSION,
     minor_of,
 )
+from . import update_validation
 from .commands import SUPPORTED_COMMANDS
 from .encoding import PreEncoded
 from .engine import Engine
@@ -39,6 +40,9 @@ def server_capabilities(engine: Engine) -> Dict[str, Any]:
 def _build_capabilities(engine: Engine) -> Dict[str, Any]:
     return {
         "query_tasks": True,
+        # Synchronous pre-accept update validation (devserver/update_validation.py).
+        "update_validation_tasks": True,
+        "synchronous_update_validation": update_validation.server_semantics(),
         # Poll responses carry only the new events for the worker that keeps the run (devserver/sticky.py).
         "sticky_execution": {"supported": True, "minimum_protocol_version": "1.18",
                              "implementation": "history_tail_after_sticky_completion"},

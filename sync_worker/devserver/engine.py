@@ -35,6 +35,8 @@ class Config:
     workflow_task_lease_seconds: float = 60.0
     activity_task_lease_seconds: float = 300.0
     query_timeout_seconds: float = 10.0
+    #: how long an update waits for its validator's verdict (the server's ``update_validation.timeout``)
+    update_validation_timeout_seconds: float = 10.0
     tick_seconds: float = 0.05
     heartbeat_interval_seconds: int = 60
     stale_after_seconds: int = 120
@@ -141,7 +143,7 @@ class Engine:
                    memo: Optional[Dict[str, Any]] = None, search_attributes: Optional[Dict[str, Any]] = None,
                    execution_timeout_seconds: Optional[int] = None, run_timeout_seconds: Optional[int] = None,
                    run_number: int = 1, extra: Optional[Dict[str, Any]] = None,
-                   run_id: Optional[str] = None) -> Row:
+                   run_id: Optional[str] = None, started_extra: Optional[Dict[str, Any]] = None) -> Row:
         """Create a run, record its first events and (for workflow runs) queue its first task."""
         ts = self.now()
         for older in self.store.select("runs", "namespace = ? AND workflow_id = ? AND is_current = 1",
@@ -187,6 +189,7 @@ class Engine:
             "parent_workflow_instance_id": parent.get("workflow_id") if parent else None,
             "parent_workflow_run_id": parent.get("run_id") if parent else None,
             "parent_sequence": parent.get("sequence") if parent else None,
+            **(started_extra or {}),
         }
         self.append(run, "WorkflowStarted", started)
         if kind == "workflow":
@@ -249,7 +252,12 @@ class Engine:
         run["members"][f"{gid}#{index}"] = sequence
 
     def member_resolved(self, run: Row, fields: Dict[str, Any], sequence: int) -> None:
-        """A step resolved: wake the run unless a parallel group is still partly open."""
+        """A step resolved (its terminal event just recorded): wake the run unless a parallel group is
+        still partly open; a selection member follows the selection's rules (``selection``)."""
+        from .selection import member_closed
+
+        if member_closed(self, run, fields, sequence):
+            return
         root = self.group_root(fields)
         if root is not None and root in run["groups"]:
             pending = [s for s in run["groups"][root] if s != sequence]

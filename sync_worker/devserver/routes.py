@@ -9,10 +9,11 @@ from typing import Any, Callable, Dict, List, Optional, Pattern, Tuple
 
 from ..protocol import routes as wire
 from ..protocol.versions import WORKER_PROTOCOL_VERSION
-from . import activities, control, operator_routes, routing, streams, tasks, updates, workers
+from . import activities, control, operator_routes, routing, streams, tasks, updates, workers, workflow_streams
 from .discovery import cluster_info, server_capabilities
 from .engine import Engine
 from .queries import QueryBroker
+from .update_validation import ValidationBroker, multiplexed
 from .util import ApiError, iso, require_str
 
 
@@ -106,7 +107,7 @@ class Routes:
                     if refusal is not None:
                         return {**refusal, **envelope, "server_time": iso(engine.now())}
                     task = claim(queue, worker_id, page_size, types)
-                    if task is not None and isinstance(poll_id, str) and replay is not None:
+                    if task is not None and isinstance(poll_id, str) and replay is not None and "task_id" in task:
                         engine.store.put("kv", {"key": f"{req.namespace}\0poll\0{kind}\0{poll_id}",
                                                 "namespace": req.namespace, "kind": "poll", "ref": task["task_id"],
                                                 "attempt": task.get("workflow_task_attempt")})
@@ -165,8 +166,32 @@ def _poll_workflow(r: Routes, req: Request) -> Tuple[int, Any]:
         again = tasks.rendered_for_poll(r.engine, stored["ref"], stored.get("attempt") or 0)
         return again if again is not None and again["lease_owner"] == worker_id else None
 
-    return 200, r.long_poll(req, "workflow",
-                            lambda q, w, p, types: tasks.claim(r.engine, req.namespace, q, w, p, types), replay)
+    validations = ValidationBroker.of(r.engine) if multiplexed(req.body.get("task_kinds")) else None
+
+    def claim(q: str, w: str, p: int, types: Optional[List[str]]) -> Optional[Dict[str, Any]]:
+        # ``task_kinds`` with ``update_validation``: one poll, one slot, either kind (§4.10); a waiting
+        # caller's validation goes first
+        if validations is not None:
+            found = validations.claim(req.namespace, q, workers.lookup(r.engine, req.namespace, w))
+            if found is not None:
+                return found
+        return tasks.claim(r.engine, req.namespace, q, w, p, types)
+
+    return 200, r.long_poll(req, "workflow", claim, replay)
+
+
+def _poll_validation(r: Routes, req: Request) -> Tuple[int, Any]:
+    validations = ValidationBroker.of(r.engine)
+    return 200, r.long_poll(req, "update_validation", lambda q, w, p, types: validations.claim(
+        req.namespace, q, workers.lookup(r.engine, req.namespace, w)))
+
+
+def _validation(action: str) -> Handler:
+    def handler(r: Routes, req: Request) -> Tuple[int, Any]:
+        broker = ValidationBroker.of(r.engine)
+        op = broker.approve if action == "approve" else broker.reject
+        return 200, op(req.namespace, req.params["task_id"], req.body)
+    return handler
 
 
 def _poll_activity(r: Routes, req: Request) -> Tuple[int, Any]:
@@ -315,6 +340,9 @@ _ROUTES: List[Tuple[str, str, Handler]] = [
     ("POST", _wire(wire.poll_route("query")), _poll_query),
     ("POST", _wire(wire.task_route("query", "complete")), _query_complete),
     ("POST", _wire(wire.task_route("query", "fail")), _query_fail),
+    ("POST", _wire(wire.poll_route("update_validation")), _poll_validation),
+    ("POST", _wire(wire.task_route("update_validation", "approve")), _validation("approve")),
+    ("POST", _wire(wire.task_route("update_validation", "reject")), _validation("reject")),
     ("POST", "/api/workflows", _start),
     ("GET", "/api/workflows", _list),
     ("GET", _WF, _describe),
@@ -341,3 +369,4 @@ _ROUTES: List[Tuple[str, str, Handler]] = [
     ("DELETE", "/api/workers/" + _ID.format("worker_id"), _deregister_legacy),
 ]
 _ROUTES.extend(operator_routes.ROUTES)
+_ROUTES.extend(workflow_streams.ROUTES)

@@ -32,6 +32,7 @@ __all__ = ["NO_CAPABILITY", "first_ready", "poll_refusal", "types_for"]
 
 #: The poll status of a worker that registered no types of the polled kind.
 NO_CAPABILITY = {"workflow": "no_workflow_capability", "query": "no_workflow_capability",
+                 "update_validation": "no_workflow_capability",
                  "activity": "no_activity_capability"}
 
 #: Past this many types the claim filters in Python over the queue's ready tasks in order (SQLite

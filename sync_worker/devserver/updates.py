@@ -11,6 +11,7 @@ from . import messages
 from .engine import Engine
 from .payload_checks import check_payload
 from .store import Row
+from .update_validation import ValidationBroker
 from .util import TERMINAL_STATUSES, ApiError, new_id
 from .validation import duration
 
@@ -33,10 +34,18 @@ def submit(engine: Engine, namespace: str, workflow_id: str, run_id: Optional[st
     arguments = body.get("input", body.get("arguments"))
     check_payload(arguments, "input", codec=body.get("payload_codec"))
     request_id = body.get("request_id")
+    dedupe = f"{namespace}\0update_request\0{workflow_id}\0{request_id}" if isinstance(request_id, str) else None
+    validated_run = _validate(engine, namespace, workflow_id, run_id, name, arguments, request_id, dedupe)
     with engine.tx():
         run = engine.require_run(namespace, workflow_id, run_id)
-        dedupe = f"{namespace}\0update_request\0{workflow_id}\0{request_id}" if isinstance(request_id, str) else None
         stored = engine.store.get("kv", dedupe) if dedupe else None
+        if validated_run is not None and stored is None and run["run_id"] != validated_run:
+            # ``commitValidatorApproval``: the approval belongs to the run it validated
+            raise ApiError(409, "stale_update_validation_completion",
+                           "The workflow advanced to a different run before validation could be committed.",
+                           workflow_id=workflow_id, run_id=validated_run, update_name=name,
+                           outcome="update_validation_failed", rejection_reason="stale_update_validation_completion",
+                           retryable=True)
         if stored is not None:
             # A repeated request id is the original update, whatever arguments came with it: the
             # original identity, arguments and outcome are returned and nothing is recorded again.
@@ -75,6 +84,49 @@ def submit(engine: Engine, namespace: str, workflow_id: str, run_id: Optional[st
                        exception_type=outcome.get("exception_type"), wait_timed_out=False)
     return 200, {**base, "outcome": "completed", "update_status": "completed", "command_status": "completed",
                  "wait_timed_out": False, "result": None, "result_envelope": outcome.get("result")}
+
+
+def _validate(engine: Engine, namespace: str, workflow_id: str, run_id: Optional[str], name: str, arguments: Any,
+              request_id: Any, dedupe: Optional[str]) -> Optional[str]:
+    """Pre-accept validation (``update_validation``): the run id an approval is for, None when the
+    update needs none; a refusal is raised (a validator's rejection recorded first)."""
+    broker = ValidationBroker.of(engine)
+    with engine.tx():
+        run = engine.require_run(namespace, workflow_id, run_id)
+        stored = engine.store.get("kv", dedupe) if dedupe else None
+        if stored is not None and stored.get("rejection") is not None:
+            rejection = stored["rejection"]
+            raise ApiError(422, "update_validator_rejected", rejection["message"], **rejection["body"])
+        if stored is not None or run["status"] in TERMINAL_STATUSES or not broker.required(run, name):
+            return None
+    try:
+        broker.validate(run, name, arguments, request_id)
+    except ApiError as refusal:
+        if refusal.reason == "update_validator_rejected":
+            _record_rejection(engine, run, name, arguments, refusal, dedupe)
+        raise
+    return str(run["run_id"])
+
+
+def _record_rejection(engine: Engine, run: Row, name: str, arguments: Any, refusal: ApiError,
+                      dedupe: Optional[str]) -> None:
+    """``recordValidatorRejection``: an ``UpdateRejected`` event (nothing replay reads) and the verdict a
+    retry of the same request id gets again."""
+    update_id = str(refusal.extra.get("update_id") or new_id("upd"))
+    command_id = new_id("cmd")
+    refusal.extra.update({"accepted": False, "command_id": command_id, "workflow_command_id": command_id,
+                          "command_status": "rejected", "update_id": update_id})
+    with engine.tx():
+        current = engine.get_run(run["run_id"]) or run
+        engine.append(current, "UpdateRejected", {
+            "workflow_command_id": command_id, "update_id": update_id, "workflow_instance_id": run["workflow_id"],
+            "workflow_run_id": run["run_id"], "update_name": name, "arguments": arguments,
+            "validation_errors": refusal.extra.get("validation_errors") or {}})
+        if dedupe:
+            engine.store.put("kv", {"key": dedupe, "namespace": run["namespace"], "kind": "update_request",
+                                    "intent": {"name": name, "arguments": arguments}, "update_id": update_id,
+                                    "run_id": run["run_id"],
+                                    "rejection": {"message": refusal.message, "body": dict(refusal.extra)}})
 
 
 _changed = threading.Condition()

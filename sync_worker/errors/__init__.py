@@ -22,11 +22,13 @@ __all__ = [
     "CodePosition",
     "Conflict",
     "DuplicateRegistrationError",
+    "DurableOperationCancelled",
     "DurableWorkflowError",
     "FailureReportTooLarge",
     "Forbidden",
     "InvalidArgument",
     "InvalidWorkflowDefinition",
+    "LocalActivityExecutionAborted",
     "NamespaceNotFound",
     "NonDeterministicReplayError",
     "NotFound",
@@ -42,6 +44,9 @@ __all__ = [
     "RuntimeCapabilityUnsupported",
     "RuntimeDiscoveryUnavailable",
     "SagaCompensationFailed",
+    "ScheduleAlreadyExists",
+    "ScheduleListError",
+    "ScheduleNotFound",
     "ServerError",
     "ServerUnavailable",
     "SignalFailed",
@@ -51,6 +56,7 @@ __all__ = [
     "UnsupportedPayloadCodec",
     "UpdateFailed",
     "UpdateRejected",
+    "UpdateValidationFailed",
     "WorkerShutdown",
     "WorkflowAlreadyStarted",
     "WorkflowCancelled",
@@ -264,6 +270,39 @@ class ScheduleNotFound(NotFound):
         return value if isinstance(value, str) else None
 
 
+class ScheduleAlreadyExists(Conflict):
+    """HTTP 409 ``schedule_already_exists``: a create collided with an existing schedule id
+    (the published SDK's name for it)."""
+
+    @property
+    def schedule_id(self) -> Optional[str]:
+        value = self.body.get("schedule_id") if isinstance(self.body, dict) else None
+        return value if isinstance(value, str) else None
+
+
+class ScheduleListError(ServerError):
+    """A schedule list filter or continuation cursor was refused (400/403/409/422 on
+    ``schedule.list``, as the published SDK raises it). :attr:`field`, :attr:`errors` and
+    :attr:`last_safe_cursor` read the server's body; the whole body stays on :attr:`body`."""
+
+    @property
+    def field(self) -> Optional[str]:
+        value = self.body.get("field") if isinstance(self.body, dict) else None
+        return value if isinstance(value, str) else None
+
+    @property
+    def errors(self) -> Optional[Dict[str, Any]]:
+        if not isinstance(self.body, dict):
+            return None
+        value = self.body.get("validation_errors") or self.body.get("errors")
+        return value if isinstance(value, dict) else None
+
+    @property
+    def last_safe_cursor(self) -> Optional[Dict[str, Any]]:
+        value = self.body.get("last_safe_cursor") if isinstance(self.body, dict) else None
+        return value if isinstance(value, dict) else None
+
+
 class WorkflowAlreadyStarted(ServerError):
     """HTTP 409 ``duplicate_not_allowed`` / ``instance_already_started``."""
 
@@ -284,8 +323,66 @@ class UpdateFailed(InvalidArgument):
     """A workflow update failed or was refused."""
 
 
+def _message_as_str(error: ServerError, message: Optional[str]) -> None:
+    """``str(error)`` is the server's (or the validator's) message, as the published SDK's is;
+    ``status``, ``reason()`` and ``body`` keep the rest."""
+    if message is None and isinstance(error.body, dict) and isinstance(error.body.get("message"), str):
+        message = error.body["message"]
+    if message:
+        error.args = (message,)
+
+
 class UpdateRejected(ServerError):
-    """A workflow update was rejected by its validator."""
+    """A workflow update was rejected by its validator (nothing of it was accepted).
+
+    Raised by the client from the server's 409 ``update_rejected`` / 409 or 422
+    ``update_validator_rejected``. A validator may raise it too, with the published SDK's
+    signature (``UpdateRejected("message", exception_type=..., validation_errors={...})``).
+    ``validation_errors`` (field -> messages) and ``exception_type`` (the validator's exception
+    class name) come from the server's answer.
+    """
+
+    def __init__(self, status: Any, body: object = None, *, route: Optional[str] = None,
+                 exception_type: Optional[str] = None, validation_errors: Optional[Dict[str, Any]] = None) -> None:
+        message: Optional[str] = None
+        if isinstance(status, str):  # the SDK's form: raised by a validator
+            message = status
+            body = {"reason": "update_validator_rejected", "message": message,
+                    **({"failure_type": exception_type} if exception_type else {}),
+                    **({"validation_errors": validation_errors} if validation_errors else {})}
+            status = 422
+        super().__init__(int(status), body, route=route)
+        _message_as_str(self, message)
+        self._exception_type = exception_type
+        self._validation_errors = validation_errors
+
+    @property
+    def validation_errors(self) -> Optional[Dict[str, Any]]:
+        if self._validation_errors is not None:
+            return self._validation_errors
+        found = self.body.get("validation_errors") if isinstance(self.body, dict) else None
+        return found if isinstance(found, dict) and found else None
+
+    @property
+    def exception_type(self) -> Optional[str]:
+        if self._exception_type is not None:
+            return self._exception_type
+        found = self.body.get("failure_type") if isinstance(self.body, dict) else None
+        return found if isinstance(found, str) and found else None
+
+
+class UpdateValidationFailed(ServerError):
+    """The server could not have the update's validator decide (no capable worker, a timeout, the
+    validator's worker failed): the update was not accepted. ``retryable`` says whether the same
+    request may succeed later (the SDK's attribute)."""
+
+    def __init__(self, status: int, body: object, *, route: Optional[str] = None) -> None:
+        super().__init__(status, body, route=route)
+        _message_as_str(self, None)
+
+    @property
+    def retryable(self) -> bool:
+        return isinstance(self.body, dict) and self.body.get("retryable") is True
 
 
 # ---------------------------------------------------------------------------
@@ -339,6 +436,26 @@ class QueryTaskAuthorityLost(DurableWorkflowError):
         super().__init__(f"query task {query_task_id} lost its authority: {reason}")
         self.query_task_id = query_task_id
         self.reason = reason
+
+
+class LocalActivityExecutionAborted(DurableWorkflowError):
+    """The workflow task cannot go on: its lease could not be trusted while a local activity ran, or
+    the workflow asked for something the worker refuses to run (the published SDK's name and
+    messages: a local activity in a parallel group or with a cancellation policy,
+    ``ctx.cancellation_scope``). Nothing of the task is recorded; the run stays open."""
+
+
+class DurableOperationCancelled(DurableWorkflowError):
+    """A durable selection member was explicitly cancelled (``yield handle`` after ``handle.cancel()``)."""
+
+    def __init__(self, selection_group_id: str, member_key: Any, member_index: int, operation_kind: str,
+                 operation_identity: str) -> None:
+        super().__init__(f"Selected {operation_kind} operation {operation_identity} was explicitly cancelled.")
+        self.selection_group_id = selection_group_id
+        self.member_key = member_key
+        self.member_index = member_index
+        self.operation_kind = operation_kind
+        self.operation_identity = operation_identity
 
 
 class WorkerShutdown(DurableWorkflowError):
@@ -398,9 +515,12 @@ class ActivityCancelled(BaseException):
 class WorkflowCancelled(BaseException):
     """A workflow was cancelled. A ``BaseException``, like ``ActivityCancelled``."""
 
-    def __init__(self, message: str = "workflow was cancelled", *, request_id: Optional[str] = None):
+    def __init__(self, message: str = "workflow was cancelled", *, request_id: Optional[str] = None,
+                 context: Any = None):
         super().__init__(message)
         self.request_id = request_id
+        #: the cooperative cancellation metadata (``ctx.cancellation_context``); None without 1.20
+        self.context = context
 
 
 # Workflow and activity outcomes and replay errors live in their own module (same hierarchy).

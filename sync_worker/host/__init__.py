@@ -11,7 +11,9 @@ process -- is an adapter onto these pieces:
 * :class:`WorkerGroup`: several runtimes of one process run and stopped as one
   (:mod:`~sync_worker.host.group`);
 * :func:`serve`: a runtime (or a group) in the foreground, signals to warm/cold stops, the exit
-  codes of :mod:`~sync_worker.host.exits` (:mod:`~sync_worker.host.serve`).
+  codes of :mod:`~sync_worker.host.exits` (:mod:`~sync_worker.host.serve`);
+* :mod:`sync_worker.host.prefork`: ``-P prefork``, the same runtimes served in N child processes
+  under a supervising parent (docs/pools.md).
 
 A runtime is anything with the :class:`Runtime` surface: :class:`sync_worker.Worker` and
 :class:`sync_worker.nestjs.NestjsWorker` are. See docs/runtime.md.

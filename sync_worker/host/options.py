@@ -68,7 +68,7 @@ _RULES: Dict[str, Rule] = {
     "max_startup_wait": values.non_negative_seconds,
     "interceptors": values.sequence,
     "pool": values.pool_name,
-    "sticky_cache_capacity": values.non_negative_int,
+    "sticky_cache_capacity": values.optional_non_negative_int,
     "sticky_cache_max_bytes": values.positive_int,
     "sticky_cache_ttl_seconds": values.ttl_seconds,
 }
@@ -94,7 +94,7 @@ class WorkerOptions(OptionsBase):
     metrics: Optional[MetricsRecorder] = None
     interceptors: Tuple[WorkerInterceptor, ...] = ()
     pool: Optional[str] = None
-    sticky_cache_capacity: int = 0
+    sticky_cache_capacity: Optional[int] = None  # None: the worker's default (on; off on a server without sticky)
     sticky_cache_max_bytes: int = 16 * 1024 * 1024
     sticky_cache_ttl_seconds: int = 300
 
@@ -105,11 +105,21 @@ class WorkerOptions(OptionsBase):
     }
     ENVIRONMENT: ClassVar[Mapping[str, str]] = {f"SYNC_WORKER_{name}": field for name, field in _SETTING_FIELDS.items()}
 
+    @property
+    def prefork(self) -> bool:
+        """``pool="prefork"``: the worker commands run these workers in a process pool
+        (:mod:`sync_worker.host.prefork`); each Worker itself runs on threads."""
+        return self.pool == "prefork"
+
     def worker_kwargs(self) -> Dict[str, Any]:
-        """The keyword arguments of ``Worker(client, **...)``; the task queue must be set."""
+        """The keyword arguments of ``Worker(client, **...)``; the task queue must be set.
+        ``pool="prefork"`` builds a threads Worker (the template of the pool's children)."""
         if self.task_queue is None:
             raise OptionsError("task_queue", None, "must be set to build a worker")
-        return self.as_dict()
+        kwargs = self.as_dict()
+        if self.prefork:
+            kwargs["pool"] = "threads"
+        return kwargs
 
     def build(self, client: Any) -> Worker:
         """``Worker(client, **self.worker_kwargs())``."""

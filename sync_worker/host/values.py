@@ -68,6 +68,13 @@ def non_negative_int(value: Any, from_text: bool = False) -> int:
     return _int(value, from_text, 0, "must be an int of at least 0")
 
 
+def optional_non_negative_int(value: Any, from_text: bool = False) -> Optional[int]:
+    """``None`` (the default is chosen elsewhere) or an int of at least 0."""
+    if value is None or (from_text and isinstance(value, str) and not value.strip()):
+        return None
+    return _int(value, from_text, 0, "must be an int of at least 0 (or unset for the default)")
+
+
 def _seconds(value: Any, positive: bool) -> float:
     requirement = f"must be a {'positive' if positive else 'non-negative'} number of seconds"
     if isinstance(value, bool):
@@ -116,17 +123,21 @@ def name(value: Any, from_text: bool = False) -> str:
 
 
 def pool_name(value: Any, from_text: bool = False) -> Optional[str]:
-    """None (the process's default pool), or ``threads`` / ``gevent`` (canonical name)."""
+    """None (the process's default pool), ``threads`` / ``gevent`` (canonical name), or ``prefork``
+    (the worker commands' process pool, :mod:`sync_worker.host.prefork`; its children run threads)."""
     from ..runtime.backend import normalize_pool
 
+    requirement = "must be 'threads', 'gevent' or 'prefork'"
     if value is None:
         return None
     if not isinstance(value, str):
-        raise Invalid("must be 'threads' or 'gevent'")
+        raise Invalid(requirement)
+    if value.strip().lower() in ("prefork", "processes"):
+        return "prefork"
     try:
         return normalize_pool(value)
     except ValueError:
-        raise Invalid("must be 'threads' or 'gevent'") from None
+        raise Invalid(requirement) from None
 
 
 def activity_slots(value: Any, from_text: bool = False) -> Any:

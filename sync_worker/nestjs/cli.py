@@ -2,6 +2,10 @@
 
 Each target is a :class:`StepWorker` or a :class:`WorkflowWorker` (or a function making one); one
 of each may be given, and both are served from one process on one runtime.
+
+``-P prefork -c N`` serves the steps in N processes (one step at a time each) and the workflows
+in one more, under a supervising parent (:mod:`sync_worker.host.prefork`, docs/pools.md); each
+child opens its own transport connections after the fork.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any, Dict, Optional, Tuple
 import click
 
 from ..cli.params import (
+    PREFORK,
     ConcurrencyParam,
     autoscale_bounds,
     configure_logging,
@@ -85,7 +90,8 @@ def load_targets(targets: Tuple[str, ...]) -> Tuple[Optional[StepWorker], Option
               help="Workflow turns replayed at once (a WorkflowWorker target; never behind the memory gate).")
 @click.option("--autoscale", default=None, metavar="MAX,MIN",
               help="Adaptive step slots between MIN (default 1) and MAX.")
-@click.option("-P", "--pool", default=None, help="threads (default) or gevent (patched first).")
+@click.option("-P", "--pool", default=None,
+              help="threads (default), gevent (patched first) or prefork (-c processes, one step each).")
 @click.option("--lock-duration", type=float, default=None,
               help="Lease seconds: BullMQ lock duration (30), SQL claim lease (30), SQS visibility (60).")
 @click.option("--stalled-interval", type=float, default=None, help="BullMQ stalled-check period, seconds (30).")
@@ -101,7 +107,10 @@ def nestjs_command(targets: Tuple[str, ...], transport_url: str, prefix: str, na
 
     Each TARGET is MODULE:ATTR naming a StepWorker or a WorkflowWorker (workflows: Redis only).
     """
-    pool = resolve_pool(pool)
+    pool = resolve_pool(pool, allow_prefork=True)
+    prefork = pool == PREFORK
+    if prefork and (autoscale is not None or not isinstance(concurrency, int)):
+        raise click.UsageError("-P prefork takes a number of processes (-c N), not adaptive slots")
     configure_logging(loglevel)
     options: Dict[str, Any] = {}
     if lock_duration is not None:
@@ -117,15 +126,40 @@ def nestjs_command(targets: Tuple[str, ...], transport_url: str, prefix: str, na
                                       **options)
     except ValueError as error:
         raise click.UsageError(str(error))
-    os.environ[POOL_ENV] = pool
+    os.environ[POOL_ENV] = "threads" if prefork else pool
     bounds = autoscale_bounds(autoscale)
     if bounds is not None:
         concurrency = bounds
     steps, workflows = load_targets(targets)
     try:
-        worker = NestjsWorker(steps, transport, workflows=workflows, concurrency=concurrency, pool=pool,
-                              workflow_slots=workflow_slots, shutdown_timeout=shutdown_timeout)
+        # under prefork this one only checks the targets and the transport: it never runs (no
+        # connection is opened before the fork)
+        worker = NestjsWorker(steps, transport, workflows=workflows, concurrency=1 if prefork else concurrency,
+                              pool="threads" if prefork else pool, workflow_slots=workflow_slots,
+                              shutdown_timeout=shutdown_timeout)
     except ValueError as error:
         click.echo(f"sync-worker nestjs: {error}", err=True)
         sys.exit(EXIT_USAGE)
+    if prefork:
+        sys.exit(_serve_prefork(worker, int(concurrency), lambda: transport_for_url(
+            transport_url, prefix=prefix, namespace=namespace, partition=partition, **options)))
     sys.exit(serve(worker, log=logger))
+
+
+def _serve_prefork(template: NestjsWorker, processes: int, new_transport: Any) -> int:
+    """Serve the steps on ``processes`` children and the workflows on one more; each child builds its
+    own transport and NestjsWorker (its instance id carries its pid)."""
+    from ..host.prefork import ACTIVITIES, ChildSpec, PreforkPool, Recycler
+
+    def make_runtime(spec: ChildSpec, recycler: Recycler) -> NestjsWorker:
+        steps_child = spec.role == ACTIVITIES
+        return NestjsWorker(template.steps if steps_child else None, new_transport(),
+                            workflows=None if steps_child else template.workflows, concurrency=1,
+                            workflow_slots=template.workflow_slots, pool="threads",
+                            shutdown_timeout=template.shutdown_timeout)
+
+    logger.info("sync-worker nestjs: prefork pool of %d step process(es)%s over %s", processes,
+                " and 1 workflow process" if template.workflows is not None else "", template.transport.kind)
+    pool = PreforkPool(make_runtime, processes=processes, workflows=template.workflows is not None,
+                       activities=template.steps is not None, shutdown_timeout=template.shutdown_timeout, log=logger)
+    return pool.serve()

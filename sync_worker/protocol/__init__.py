@@ -4,7 +4,15 @@ tasks parsed once into frozen dataclasses, and the ``WorkerPlane`` protocol the 
 from __future__ import annotations
 
 from . import reasons, routes
-from .tasks import ActivityTask, MalformedTask, PolledTask, QueryTask, WorkflowTask, parse_task
+from .tasks import (
+    ActivityTask,
+    MalformedTask,
+    PolledTask,
+    QueryTask,
+    UpdateValidationTask,
+    WorkflowTask,
+    parse_task,
+)
 from .versions import (
     CONTROL_PLANE_VERSION,
     MINIMUM_WORKER_PROTOCOL_VERSION,
@@ -20,6 +28,7 @@ __all__ = [
     "MalformedTask",
     "PolledTask",
     "QueryTask",
+    "UpdateValidationTask",
     "WorkerPlane",
     "WorkflowTask",
     "parse_task",

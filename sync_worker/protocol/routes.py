@@ -16,6 +16,7 @@ __all__ = [
     "DEREGISTER_LEGACY",
     "HEARTBEAT",
     "KIND_SEGMENTS",
+    "MULTIPLEXED_TASK_KINDS",
     "REGISTER",
     "label",
     "path",
@@ -31,7 +32,11 @@ DEREGISTER_FENCED = "/worker/registrations/{worker_id}/deregister"
 DEREGISTER_LEGACY = "/worker/registrations/{worker_id}"
 
 #: Task kind -> its route segment.
-KIND_SEGMENTS: Dict[str, str] = {"workflow": "workflow-tasks", "activity": "activity-tasks", "query": "query-tasks"}
+KIND_SEGMENTS: Dict[str, str] = {"workflow": "workflow-tasks", "activity": "activity-tasks", "query": "query-tasks",
+                                 "update_validation": "update-validation-tasks"}
+
+#: The workflow poll's ``task_kinds`` when it also carries update-validation tasks (§4.10).
+MULTIPLEXED_TASK_KINDS = ("workflow", "update_validation")
 
 
 def poll_route(kind: str) -> str:

@@ -20,6 +20,7 @@ __all__ = [
     "MalformedTask",
     "PolledTask",
     "QueryTask",
+    "UpdateValidationTask",
     "WorkflowTask",
     "parse_task",
 ]
@@ -115,7 +116,26 @@ class QueryTask:
         return self.query_task_id
 
 
-PolledTask = Union[ActivityTask, WorkflowTask, QueryTask]
+@dataclass(frozen=True)
+class UpdateValidationTask:
+    """A validator to run before the server accepts an update (§4.10), from the multiplexed workflow
+    poll (``task_kind: "update_validation"``); a missing type or name is the validation path's answer."""
+
+    update_validation_task_id: str
+    attempt: int
+    workflow_type: str
+    update_name: str
+    workflow_id: Optional[str]
+    run_id: Optional[str]
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
+    kind: str = field(default="update_validation", init=False)
+
+    @property
+    def id(self) -> str:
+        return self.update_validation_task_id
+
+
+PolledTask = Union[ActivityTask, WorkflowTask, QueryTask, UpdateValidationTask]
 
 
 def parse_task(kind: str, raw: Any) -> PolledTask:
@@ -136,6 +156,21 @@ def parse_task(kind: str, raw: Any) -> PolledTask:
         assert task_id is not None and attempt_id is not None and activity_type is not None
         return ActivityTask(task_id, attempt_id, activity_type, number, raw.get("payload_codec"),
                             raw.get("arguments"), raw.get("lease_expires_at"), raw)
+    if kind == "workflow" and raw.get("task_kind") == "update_validation":
+        task_id = _text(raw, "update_validation_task_id")
+        if task_id is None:
+            problems.append("missing update_validation_task_id")
+        attempt = _attempt(raw, "update_validation_attempt", problems)
+        if problems:
+            raise MalformedTask("update_validation", problems,
+                                {"update_validation_task_id": task_id, "update_validation_attempt": attempt})
+        assert task_id is not None
+        return UpdateValidationTask(task_id, attempt, str(raw.get("workflow_type") or ""),
+                                    str(raw.get("update_name") or ""), _text(raw, "workflow_id"),
+                                    _text(raw, "run_id"), raw)
+    if kind == "workflow" and raw.get("task_kind") not in (None, "workflow"):
+        raise MalformedTask(kind, [f"unsupported task_kind {raw.get('task_kind')!r}"],
+                            {"task_id": _text(raw, "task_id")})
     if kind == "workflow":
         task_id, workflow_type = _text(raw, "task_id"), _text(raw, "workflow_type")
         for name, value in (("task_id", task_id), ("workflow_type", workflow_type)):

@@ -39,7 +39,16 @@ class WorkerPlane(Protocol):
         build_id: Optional[str] = None,
         history_page_size: int = 500,
         cancel: Optional[CancelToken] = None,
+        task_kinds: Optional[List[str]] = None,
     ) -> Optional[Dict[str, Any]]: ...
+    def approve_update_validation_task(
+        self, task_id: str, *, lease_owner: str, update_validation_attempt: int,
+        cancel: Optional[CancelToken] = None,
+    ) -> Dict[str, Any]: ...
+    def reject_update_validation_task(
+        self, task_id: str, *, lease_owner: str, update_validation_attempt: int, failure: Dict[str, Any],
+        cancel: Optional[CancelToken] = None,
+    ) -> Dict[str, Any]: ...
     def workflow_task_history(
         self,
         task_id: str,

@@ -13,6 +13,11 @@ was imported: the ``sync-worker`` console script and ``python -m sync_worker`` d
 (``sync_worker._launcher``); an unpatched process gets a usage error saying how to fix it.
 Under gevent the thread primitives are the patched, cooperative ones.
 
+``-P prefork -c N`` runs N activity processes (and one workflow process when the worker has
+workflows) under a supervising parent (:mod:`sync_worker.host.prefork`, docs/pools.md), with
+``--max-tasks-per-child`` / ``--max-memory-per-child`` recycling; signals and exit codes are
+the same.
+
 Exit codes: 0 clean shutdown (registration removed); 1 the worker failed (registration
 refused, a poller died, deregistration failed); 2 usage or configuration error; 3 warm
 shutdown incomplete (work still running at the deadline; registration kept); 4 cold stop
@@ -33,12 +38,14 @@ from typing import Any, Dict, Mapping, Optional, Union
 import click
 
 from ..cli.params import (
+    PREFORK,
     ConcurrencyParam,
     autoscale_bounds,
     configure_logging,
     import_target,
     loglevel_option,
     namespace_option,
+    prefork_options,
     resolve_pool,
     server_url_option,
     token_option,
@@ -176,8 +183,9 @@ def _not_a_worker(value: Any) -> Optional[str]:
 @click.option("--workflow-pollers", type=click.IntRange(min=1), default=None, metavar="N",
               help="Workflow-task pollers (max_concurrent_workflow_task_polls; default 1).")
 @click.option("-P", "--pool", envvar=POOL_ENV, default=None,
-              help="Concurrency pool: threads or gevent (env SYNC_WORKER_POOL; default: gevent in a "
-                   "monkey-patched process, else threads).")
+              help="Concurrency pool: threads, gevent or prefork (-c N processes) (env SYNC_WORKER_POOL; "
+                   "default: gevent in a monkey-patched process, else threads).")
+@prefork_options()
 @loglevel_option()
 @click.option("--health-port", type=click.IntRange(min=0, max=65535), default=None, envvar="SYNC_WORKER_HEALTH_PORT",
               help="Serve /healthz (liveness) and /readyz (readiness) on this port of 127.0.0.1 "
@@ -191,7 +199,8 @@ def _not_a_worker(value: Any) -> Optional[str]:
 @namespace_option()
 def run_command(target: str, task_queue: Optional[str], concurrency: Union[int, str, None],
                 autoscale: Optional[str], activity_pollers: Optional[int], workflow_pollers: Optional[int],
-                pool: Optional[str], loglevel: str, health_port: Optional[int],
+                pool: Optional[str], max_tasks_per_child: Optional[int], max_memory_per_child: Optional[int],
+                loglevel: str, health_port: Optional[int],
                 health_host: str, max_startup_wait: float,
                 server_url: Optional[str], token: Optional[str], namespace: Optional[str]) -> None:
     """Run the worker TARGET (MODULE:ATTR: a Worker, or a factory returning one) until signalled."""
@@ -200,7 +209,15 @@ def run_command(target: str, task_queue: Optional[str], concurrency: Union[int, 
         raise click.UsageError("use either -c/--concurrency or --autoscale, not both")
     chosen: Union[int, str, Mapping[str, Any], None] = bounds if bounds is not None else concurrency
     # Checked before the target is imported: the app must not load into an unpatched gevent run.
-    pool = resolve_pool(pool)
+    pool = resolve_pool(pool, allow_prefork=True)
+    prefork = pool == PREFORK
+    if prefork and (bounds is not None or concurrency == "adaptive"):
+        raise click.UsageError("-P prefork takes a number of processes (-c N), not adaptive slots")
+    if not prefork and (max_tasks_per_child or max_memory_per_child):
+        raise click.UsageError("--max-tasks-per-child / --max-memory-per-child recycle the children of -P prefork")
+    processes = int(concurrency or os.cpu_count() or 1) if prefork else 0
+    if prefork:
+        chosen, pool = None, "threads"  # the loaded worker is the children's template
     configure_logging(loglevel)
     # A Worker built while the target is imported follows -P (its default pool reads the env).
     previous = os.environ.get(POOL_ENV)
@@ -219,6 +236,9 @@ def run_command(target: str, task_queue: Optional[str], concurrency: Union[int, 
             os.environ[POOL_ENV] = previous
     worker.max_startup_wait = max_startup_wait
     worker.configure_pollers(workflow=workflow_pollers, activity=activity_pollers)
+    if prefork:
+        sys.exit(_serve_prefork(worker, processes, max_tasks_per_child, max_memory_per_child, health_port,
+                                health_host))
     logger.info("sync-worker %s: server %s, namespace %r, task queue %r, pool %s, slots %s workflow / %s activity, "
                 "pollers %d workflow / %d activity, %d workflow and %d activity type(s); start-up waits up to "
                 "%g s for the server",
@@ -239,6 +259,19 @@ def run_command(target: str, task_queue: Optional[str], concurrency: Union[int, 
         if health is not None:
             health.stop()
     sys.exit(code)
+
+
+def _serve_prefork(worker: Worker, processes: int, max_tasks: Optional[int], max_memory_kib: Optional[int],
+                   health_port: Optional[int], health_host: str) -> int:
+    from ..host.prefork import serve_prefork
+
+    logger.info("sync-worker %s: server %s, namespace %r, task queue %r, pool prefork (%d process(es)), "
+                "%d workflow and %d activity type(s)", worker.worker_id, getattr(worker.client, "base_url", "?"),
+                getattr(worker.client, "namespace", "?"), worker.task_queue, processes, len(worker.workflows),
+                len(worker.activities))
+    return serve_prefork([worker], processes=processes, max_tasks_per_child=max_tasks,
+                         max_memory_per_child=max_memory_kib * 1024 if max_memory_kib else None,
+                         health_port=health_port, health_host=health_host, log=logger)
 
 
 def serve(worker: Servable) -> int:

@@ -12,13 +12,22 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from ..cancel import CancelToken
 from ..interceptors import WorkerInterceptor
-from ..protocol import ActivityTask, MalformedTask, QueryTask, WorkerPlane, WorkflowTask, parse_task
+from ..protocol import (
+    ActivityTask,
+    MalformedTask,
+    QueryTask,
+    UpdateValidationTask,
+    WorkerPlane,
+    WorkflowTask,
+    parse_task,
+)
 from ..runtime.metrics import TASK_DURATION, TASKS
 from ..runtime.shell import RuntimeShell
 from ..runtime.slots import Slot
 from .activities import run_activity_task
 from .malformed import report_malformed
 from .sticky import StickyWorkflowCache
+from .update_validation import run_update_validation_task
 from .workflow_support import WorkflowSet
 from .workflow_tasks import run_query_task, run_workflow_task
 
@@ -85,13 +94,19 @@ class TaskDispatcher:
     def workflow(self, raw: Dict[str, Any], slot: Optional[Slot]) -> None:
         assert slot is not None
         task = self._parse("workflow", raw, slot)
+        if isinstance(task, UpdateValidationTask):
+            validation = task
+            self.shell.spawn_task("update_validation", task.id, slot, lambda inflight: run_update_validation_task(
+                client=self.client, task=validation, registry=self.workflows.registry(), worker_id=self.worker_id,
+                cancel=inflight.cancel))
+            return
         if not isinstance(task, WorkflowTask):
             return
         self.shell.spawn_task("workflow", task.task_id, slot, lambda inflight: run_workflow_task(
             client=self.client, task=task, registry=self.workflows.registry(), worker_id=self.worker_id,
             task_queue=self.task_queue, inflight=inflight, sleep=self.shell.backend.sleep,
             executor=self.workflow_executor, interceptors=self.interceptors, namespace=self.namespace,
-            sticky=self.sticky, build_id=self.build_id,
+            sticky=self.sticky, build_id=self.build_id, activities=self.activities,
         ))
 
     def query(self, raw: Dict[str, Any], slot: Optional[Slot]) -> None:

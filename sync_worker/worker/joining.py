@@ -21,6 +21,8 @@ from .registration import (
 )
 from .startup import retry_startup
 from .sticky import StickyWorkflowCache, check_sticky_support
+from .update_validation import REFUSED as VALIDATION_REFUSED
+from .update_validation import server_supports_validation
 from .workflow_support import WorkflowSet
 
 __all__ = ["Registrar"]
@@ -67,6 +69,8 @@ class Registrar:
         self._clock, self._stop_wait, self._url = clock, stop_wait, url
         self.registration_token: Optional[str] = None
         self.query_enabled = False
+        #: the workflows declare update validators (and the server validates before accepting)
+        self.validation_enabled = False
 
     def register(self) -> None:
         """Register (retrying through start-up failures); raises when the server never accepts."""
@@ -108,6 +112,10 @@ class Registrar:
         self.query_enabled = bool(self.workflows) and capabilities.get("query_tasks") is True
         check_sticky_support(self.sticky, capabilities)
         contracts = self.workflows.command_contracts()
+        has_validators = self.workflows.has_validators(contracts)
+        if has_validators and not server_supports_validation(capabilities):
+            raise RuntimeError(VALIDATION_REFUSED)
+        self.validation_enabled = has_validators
         sticky = self.sticky.enabled
         workflow_limit, activity_limit = self._limits()
         body = registration_body(
@@ -120,7 +128,7 @@ class Registrar:
             capabilities=worker_capabilities(
                 has_workflows=bool(self.workflows), server_capabilities=capabilities,
                 workflow_capabilities=workflow_package_capabilities(),
-                has_updates=self.workflows.has_updates(contracts), sticky=sticky,
+                has_updates=self.workflows.has_updates(contracts), sticky=sticky, has_validators=has_validators,
             ),
             sticky=sticky,
             build_id=self.build_id,

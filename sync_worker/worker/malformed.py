@@ -43,6 +43,15 @@ def _report(error: MalformedTask, client: WorkerPlane, worker_id: str, cancel: A
             return "not reported (no task_id to report it against)"
         client.fail_workflow_task(task_id, lease_owner=worker_id, failure=failure, cancel=cancel,
                                   workflow_task_attempt=int(identity.get("workflow_task_attempt") or 1))
+    elif kind == "update_validation":
+        task_id = _text(identity, "update_validation_task_id")
+        if task_id is None:
+            return "not reported (no update_validation_task_id to report it against)"
+        client.reject_update_validation_task(
+            task_id, lease_owner=worker_id, cancel=cancel,
+            update_validation_attempt=int(identity.get("update_validation_attempt") or 1),
+            failure={"message": failure["message"], "reason": "update_validation_worker_failed",
+                     "type": MALFORMED_FAILURE_TYPE})
     elif kind == "activity":
         task_id, attempt_id = _text(identity, "task_id"), _text(identity, "activity_attempt_id")
         if task_id is None or attempt_id is None:
@@ -63,7 +72,8 @@ def _report(error: MalformedTask, client: WorkerPlane, worker_id: str, cancel: A
 
 def report_malformed(error: MalformedTask, *, client: WorkerPlane, worker_id: str, cancel: Any = None) -> None:
     """Log ``error`` once and report it to the server when the lease is identifiable."""
-    ident = _text(error.identity, "query_task_id" if error.kind == "query" else "task_id") or "<no id>"
+    key = {"query": "query_task_id", "update_validation": "update_validation_task_id"}.get(error.kind, "task_id")
+    ident = _text(error.identity, key) or "<no id>"
     try:
         outcome = _report(error, client, worker_id, cancel)
     except WorkerShutdown:

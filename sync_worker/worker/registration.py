@@ -1,7 +1,8 @@
 """Registration and heartbeat bodies (§3.1, §3.2) with honest capabilities.
 
-Only what this runtime really implements is advertised: no worker sessions, no update
-validators; ``sticky_execution`` only when the sticky cache is enabled. Workflow command
+Only what this runtime really implements is advertised: no worker sessions;
+``update_validation_tasks`` when a workflow declares a validator; ``sticky_execution`` only when
+the sticky cache is enabled. Workflow command
 capabilities come from the workflow package (``sync_worker.workflow.WORKFLOW_CAPABILITIES`` when it declares them);
 ``query_tasks`` is added when the server advertises it and the worker has workflows, and
 ``workflow_updates`` when a workflow declares ``@workflow.update`` handlers (the replayer
@@ -50,6 +51,7 @@ def worker_capabilities(
     workflow_capabilities: Iterable[str] = (),
     has_updates: bool = False,
     sticky: bool = False,
+    has_validators: bool = False,
 ) -> List[str]:
     """The ``capabilities`` list of the registration, in the published SDK's order."""
     capabilities: List[str] = []
@@ -59,6 +61,8 @@ def worker_capabilities(
                 capabilities.append(capability)
         if server_capabilities.get("query_tasks") is True:
             capabilities.append("query_tasks")
+        if has_validators:
+            capabilities.append("update_validation_tasks")
         if has_updates and "workflow_updates" not in capabilities:
             capabilities.append("workflow_updates")
         # Workflows here can consume durable message streams (ctx.message_stream).
@@ -71,6 +75,8 @@ def worker_capabilities(
 def capability_manifest(*, sticky: bool = False) -> Dict[str, Dict[str, Any]]:
     """The required ``capability_manifest``: the affinity features, said plainly (§3.1)."""
     return {
+        "local_activities": {"supported": True, "minimum_protocol_version": "1.18",
+                             "implementation": "record_local_activity"},
         "worker_sessions": {"supported": False, "minimum_protocol_version": "1.18", "reason": "not_implemented"},
         "sticky_execution": {"supported": True, "minimum_protocol_version": "1.18",
                              "implementation": "bounded_durable_history_cache"} if sticky else

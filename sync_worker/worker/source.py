@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..cancel import CancelToken
 from ..protocol import WorkerPlane
+from ..protocol.routes import MULTIPLEXED_TASK_KINDS
 from ..runtime.backend import ConcurrencyBackend
 from ..runtime.metrics import MetricsRecorder
 from ..runtime.shell import RuntimeShell
@@ -101,8 +102,10 @@ class DurableWorkflowSource:
         for kind, pool, count in self.roles:
             if kind == "workflow":
                 self.dispatcher.workflows.registry()  # built once here, not raced by the first task threads
-                self._add(shell, kind, guard(functools.partial(_poll_workflow, client, common)), dispatcher.workflow,
-                          pool, count, seconds)
+                # validators: one multiplexed poll per free workflow slot carries either kind (§4.10)
+                kinds = list(MULTIPLEXED_TASK_KINDS) if self.registrar.validation_enabled else None
+                self._add(shell, kind, guard(functools.partial(_poll_workflow, client, dict(common, task_kinds=kinds))),
+                          dispatcher.workflow, pool, count, seconds)
             elif kind == "activity":
                 self._add(shell, kind, guard(functools.partial(_poll_activity, client, common)), dispatcher.activity,
                           pool, count, seconds)

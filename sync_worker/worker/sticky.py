@@ -1,6 +1,11 @@
 """The sticky workflow cache (protocol §4.7): a run's replayed state kept between its tasks.
 
-With ``sticky_cache_capacity > 0`` a workflow task that leaves its run blocked on an
+The cache is on by default (:data:`DEFAULT_STICKY_CACHE_CAPACITY` runs, 16 MiB of history), so
+long workflows cost the same per step out of the box; ``sticky_cache_capacity=0`` turns it off.
+Left at its default it also turns itself off, with one INFO line, against a server that does not
+advertise sticky execution (an explicit capacity there is a start-up error), and it sheds its
+older half whenever the activity admission gate defers work for memory (the gate's reading).
+A workflow task that leaves its run blocked on an
 activity, timer, child, condition wait (message-stream receives included) or parallel group
 keeps the suspended replay (``sync_worker.workflow.incremental``)
 in a bounded LRU keyed by run id, together with the event sequence it consumed. The next
@@ -44,9 +49,13 @@ from ..workflow.incremental import SuspendedRun
 from ..workflow.task import resume_workflow_task, start_workflow_task
 from .registration import SDK_VERSION
 
-__all__ = ["CachedRun", "StickyWorkflowCache", "check_sticky_support", "run_sticky_task"]
+__all__ = ["DEFAULT_STICKY_CACHE_CAPACITY", "CachedRun", "StickyWorkflowCache", "check_sticky_support",
+           "run_sticky_task"]
 
 logger = logging.getLogger("sync_worker.worker.sticky")
+
+#: Runs kept when ``sticky_cache_capacity`` is not given (bounded by ``sticky_cache_max_bytes`` too).
+DEFAULT_STICKY_CACHE_CAPACITY = 500
 
 #: The opaque history page token of offset 0 (the published SDK's cold-path token).
 FIRST_PAGE_TOKEN = "MA=="
@@ -79,8 +88,12 @@ def _sequence(event: Mapping[str, Any]) -> Optional[int]:
 class StickyWorkflowCache:
     """A bounded LRU (entries, bytes, TTL) of suspended runs; thread- and greenlet-safe."""
 
-    def __init__(self, capacity: int = 0, max_bytes: int = 16 * 1024 * 1024, ttl_seconds: int = 300, *,
-                 clock: Callable[[], float] = time.monotonic, lock: Any = None) -> None:
+    def __init__(self, capacity: Optional[int] = 0, max_bytes: int = 16 * 1024 * 1024, ttl_seconds: int = 300, *,
+                 clock: Callable[[], float] = time.monotonic, lock: Any = None,
+                 pressure: Optional[Callable[[], bool]] = None) -> None:
+        #: Whether the capacity was chosen (None: the default, which a server without sticky support turns off).
+        self.explicit = capacity is not None
+        capacity = DEFAULT_STICKY_CACHE_CAPACITY if capacity is None else capacity
         for name, value, minimum in (("capacity", capacity, 0), ("max_bytes", max_bytes, 1),
                                      ("ttl_seconds", ttl_seconds, 1)):
             if type(value) is not int or value < minimum:
@@ -93,10 +106,30 @@ class StickyWorkflowCache:
         self._entries: OrderedDict[str, CachedRun] = OrderedDict()
         self._bytes = 0
         self._metrics = {"hit": 0, "miss": 0, "eviction": 0, "forced_cold_replay": 0}
+        #: Memory pressure (the activity admission gate deferring for memory): shed the older half.
+        self._pressure = pressure
+        self.pressure_evictions = 0
 
     @property
     def enabled(self) -> bool:
         return self.capacity > 0
+
+    def disable(self) -> None:
+        """Turn the cache off (a server that does not support sticky execution) and empty it."""
+        with self._lock:
+            self.capacity = 0
+            self._entries.clear()
+            self._bytes = 0
+
+    def _shed_for_memory(self) -> None:
+        """Under memory pressure drop the least recently used half (lock held)."""
+        pressure = self._pressure
+        if pressure is None or not self._entries or not pressure():
+            return
+        for _ in range((len(self._entries) + 1) // 2):
+            self._drop(next(iter(self._entries)))
+            self._metrics["eviction"] += 1
+            self.pressure_evictions += 1
 
     def _drop(self, run_id: str) -> Optional[CachedRun]:
         entry = self._entries.pop(run_id, None)
@@ -127,6 +160,7 @@ class StickyWorkflowCache:
             self._expire()
             if not self.enabled or entry.size > self.max_bytes:
                 return False
+            self._shed_for_memory()
             while self._entries and (len(self._entries) >= self.capacity
                                      or self._bytes + entry.size > self.max_bytes):
                 self._drop(next(iter(self._entries)))
@@ -166,6 +200,11 @@ def check_sticky_support(cache: StickyWorkflowCache, server_capabilities: Mappin
     """Refuse to start a sticky worker on a server that does not advertise sticky execution (§1)."""
     support = server_capabilities.get("sticky_execution") if isinstance(server_capabilities, Mapping) else None
     if cache.enabled and (not isinstance(support, Mapping) or support.get("supported") is not True):
+        if not cache.explicit:
+            cache.disable()
+            logger.info("sticky workflow cache off: the server does not advertise sticky execution "
+                        "(server_capabilities.sticky_execution.supported); every workflow task replays cold")
+            return
         raise RuntimeError("sticky execution requires Server's advertised sticky_execution support "
                            "(server_capabilities.sticky_execution.supported); set sticky_cache_capacity=0")
 
@@ -215,7 +254,7 @@ def _entry(state: SuspendedRun, task: Mapping[str, Any], events: List[Dict[str, 
 
 def run_sticky_task(
     cache: StickyWorkflowCache, registry: Any, task: Dict[str, Any], *, task_queue: str,
-    load: Callable[[Optional[str]], List[Dict[str, Any]]],
+    load: Callable[[Optional[str]], List[Dict[str, Any]]], local_activities: Any = None,
 ) -> Tuple[Any, Optional[CachedRun]]:
     """Run one workflow task through the cache; returns ``(outcome, entry to keep or None)``.
 
@@ -230,7 +269,8 @@ def run_sticky_task(
     if entry is not None:
         new = _new_events(entry, events)
         resumed = None if new is None else resume_workflow_task(registry, task, entry.state, new,
-                                                                task_queue=task_queue)
+                                                                task_queue=task_queue,
+                                                                local_activities=local_activities)
         if resumed is not None:
             cache.record(hit=True)
             outcome, state = resumed
@@ -249,7 +289,8 @@ def run_sticky_task(
         cache.record(hit=False, forced=mode in ("sticky_hit_expected", "forced_cold_replay"))
     if not _complete(events):
         events = load(FIRST_PAGE_TOKEN)
-    outcome, state = start_workflow_task(registry, task, events, task_queue=task_queue)
+    outcome, state = start_workflow_task(registry, task, events, task_queue=task_queue,
+                                         local_activities=local_activities)
     if state is None or not events or not isinstance(run_id, str) or not run_id:
         return outcome, None
     return outcome, _entry(state, task, events, _encoded_size(events))

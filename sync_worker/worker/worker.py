@@ -97,7 +97,7 @@ class Worker:
         metrics: Optional[MetricsRecorder] = None,
         interceptors: Sequence[WorkerInterceptor] = (),
         pool: Optional[str] = None,
-        sticky_cache_capacity: int = 0,
+        sticky_cache_capacity: Optional[int] = None,
         sticky_cache_max_bytes: int = 16 * 1024 * 1024,
         sticky_cache_ttl_seconds: int = 300,
     ) -> None:
@@ -121,9 +121,10 @@ class Worker:
         activity_api.install_local(self.backend.name, self.backend.local)
         b = self.backend
 
-        #: The sticky workflow cache (off with capacity 0); docs/worker.md "Sticky workflow cache".
+        #: The sticky workflow cache (on by default; off with capacity 0); docs/worker.md "Sticky workflow cache".
         self.sticky_cache = StickyWorkflowCache(sticky_cache_capacity, sticky_cache_max_bytes, sticky_cache_ttl_seconds,
-                                                clock=b.monotonic, lock=b.native_lock())
+                                                clock=b.monotonic, lock=b.native_lock(),
+                                                pressure=lambda: self.activity_gate.deferring)
         self.activities = activity_map(list(activities))
         self.workflows = WorkflowSet(list(workflows))
         self._process_metrics = ProcessMetrics()

@@ -71,6 +71,11 @@ class WorkflowSet:
         return {_type_name(cls): contract(cls) for cls in self.classes}
 
     @staticmethod
+    def has_validators(contracts: Dict[str, Any]) -> bool:
+        """Whether any workflow declares an update validator (its contract's ``update_validators``)."""
+        return any(isinstance(c, dict) and c.get("update_validators") for c in contracts.values())
+
+    @staticmethod
     def has_updates(contracts: Dict[str, Any]) -> bool:
         """Whether any workflow declares update handlers (from its command contract)."""
         return any(isinstance(c, dict) and c.get("updates") for c in contracts.values())

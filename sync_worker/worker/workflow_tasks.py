@@ -15,11 +15,12 @@ import logging
 import traceback
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from ..errors import PayloadError, ServerError, WorkerShutdown
+from ..errors import LocalActivityExecutionAborted, PayloadError, ServerError, WorkerShutdown
 from ..interceptors import QueryTaskInterceptorContext, WorkerInterceptor, WorkflowTaskInterceptorContext
 from ..protocol import QueryTask, WorkerPlane, WorkflowTask, reasons
 from ..runtime.inflight import InflightTask
 from .interception import chain
+from .local_activities import TaskLocalActivities
 from .outcomes import OutcomeAbandoned, deliver, lease_deadline
 from .sticky import CachedRun, StickyWorkflowCache, run_sticky_task
 from .task_failures import note_task_failure
@@ -121,6 +122,7 @@ def run_workflow_task(
     namespace: Optional[str] = None,
     sticky: Optional[StickyWorkflowCache] = None,
     build_id: Optional[str] = None,
+    activities: Optional[Mapping[str, Callable[..., Any]]] = None,
 ) -> str:
     """Replay one leased workflow task and send its commands; returns the outcome name.
 
@@ -156,15 +158,19 @@ def run_workflow_task(
     kept: List[CachedRun] = []
 
     def execute(context: WorkflowTaskInterceptorContext) -> Any:
+        local = TaskLocalActivities(client=client, task=context.task, activities=activities or {},
+                                    worker_id=worker_id, task_queue=task_queue, inflight=inflight,
+                                    interceptors=interceptors, namespace=namespace, sleep=sleep)
         if sticky is not None and sticky.enabled and executor is None:
             outcome, entry = run_sticky_task(
                 sticky, registry, dict(context.task), task_queue=task_queue,
-                load=lambda token: load_history(client, context.task, worker_id, cancel, token))
+                load=lambda token: load_history(client, context.task, worker_id, cancel, token), local_activities=local)
             kept.extend([entry] if entry is not None else [])
             return outcome
         events = load_history(client, context.task, worker_id, cancel)
-        replay = executor or _default_executor()
-        return replay(registry, dict(context.task), events, task_queue=task_queue)
+        if executor is not None:
+            return executor(registry, dict(context.task), events, task_queue=task_queue)
+        return _default_executor()(registry, dict(context.task), events, task_queue=task_queue, local_activities=local)
 
     def keep() -> Optional[Dict[str, Any]]:
         # Cached before the outcome is sent: the run's next task may arrive right after it.
@@ -182,6 +188,14 @@ def run_workflow_task(
                                            namespace=namespace))
     except WorkerShutdown:
         return "abandoned"
+    except LocalActivityExecutionAborted as error:
+        if getattr(error, "abandon_task", False):
+            # The lease is gone (or the worker abandoned the task): report nothing, as the SDK.
+            logger.warning("abandoning workflow task %s before local activity commit: %s", task_id, error)
+            return "abandoned"
+        logger.debug("workflow task %s refused", task_id, exc_info=True)
+        fail(_error_failure("workflow task refused", error))
+        return "failed"
     except Exception as error:
         logger.debug("workflow task %s could not be executed", task_id, exc_info=True)
         fail(_error_failure("unhandled workflow task execution error", error))

@@ -69,16 +69,31 @@ from .context import Saga, WorkflowContext
 from .contract import workflow_command_contract, workflow_definition_fingerprint
 from .definition import defn, query, signal, update, update_validator
 from .history import UnsupportedReplayHistory
+from .local_activities import RecordLocalActivity
+from .output_streams import (
+    WorkflowStreamAppendItem,
+    WorkflowStreamAppendResult,
+    WorkflowStreamDescription,
+    WorkflowStreamItem,
+    WorkflowStreamPage,
+)
 from .policies import ActivityRetryPolicy, CancellationPolicy, ChildWorkflowRetryPolicy, ParentClosePolicy
 from .registry import WorkflowRegistry
 from .replay_check import HistoryCheck, Replayer, ReplayReport
 from .replayer import ReplayResult, replay
+from .select import CancelDurableOperation, DurableOperationHandle, SelectGroup, SelectionResult
 from .streams import MessageStream, MessageStreamMessage
 from .task import QueryTaskOutcome, WorkflowTaskOutcome, apply_update, execute_query_task, execute_workflow_task
 
+#: What the replayer implements, advertised at registration (in the published SDK's order).
+WORKFLOW_CAPABILITIES = ("durable_selection", "local_activities")
+
 __all__ = [
+    "WORKFLOW_CAPABILITIES",
     "ActivityFailed",
     "ActivityRetryPolicy",
+    "CancelDurableOperation",
+    "DurableOperationHandle",
     "CancellationPolicy",
     "ChildWorkflowCancelled",
     "ChildWorkflowFailed",
@@ -96,12 +111,20 @@ __all__ = [
     "NonDeterministicReplayError",
     "ParentClosePolicy",
     "QueryTaskOutcome",
+    "RecordLocalActivity",
     "RecordSideEffect",
     "RecordVersionMarker",
     "ReplayReport",
     "ReplayResult",
     "Replayer",
     "Saga",
+    "SelectGroup",
+    "SelectionResult",
+    "WorkflowStreamAppendItem",
+    "WorkflowStreamAppendResult",
+    "WorkflowStreamDescription",
+    "WorkflowStreamItem",
+    "WorkflowStreamPage",
     "SagaCompensationFailed",
     "ScheduleActivity",
     "StartChildWorkflow",

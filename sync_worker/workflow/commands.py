@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Union
 
 from .. import payloads
+from .local_activities import RecordLocalActivity
+
+if TYPE_CHECKING:  # (select imports this module)
+    from .select import CancelDurableOperation
 from .policies import (
     CancellationPolicy,
     ParentClosePolicy,
@@ -30,6 +34,7 @@ __all__ = [
     "ContinueAsNew",
     "FailUpdate",
     "FailWorkflow",
+    "RecordLocalActivity",
     "RecordSideEffect",
     "RecordVersionMarker",
     "ScheduleActivity",
@@ -191,6 +196,8 @@ class RecordSideEffect:
 
     effect: Optional[Callable[[], Any]] = field(default=None, repr=False, compare=False)
     result: Any = None
+    #: a workflow-stream directive riding this side effect (``output_streams``), sent as is
+    workflow_stream: Optional[Dict[str, Any]] = None
 
     shape = "side effect"
     blocking = False
@@ -200,7 +207,11 @@ class RecordSideEffect:
 
     def to_wire(self, task_queue: str) -> Dict[str, Any]:
         # The contract sends a bare blob here, not an envelope.
-        return {"type": "record_side_effect", "result": payloads.encode(self.result)}
+        wire: Dict[str, Any] = {"type": "record_side_effect"}
+        if self.workflow_stream is not None:
+            wire["workflow_stream"] = self.workflow_stream
+        wire["result"] = payloads.encode(self.result)
+        return wire
 
 
 @dataclass
@@ -420,10 +431,10 @@ class FailUpdate:
 Command = Union[
     ScheduleActivity, StartTimer, StartChildWorkflow, RecordSideEffect, RecordVersionMarker,
     UpsertSearchAttributes, UpsertMemo, WaitCondition, ContinueAsNew, CompleteWorkflow, FailWorkflow,
-    CompleteUpdate, FailUpdate,
+    CompleteUpdate, FailUpdate, RecordLocalActivity, "CancelDurableOperation",
 ]
 """Everything a replay can produce."""
 
 #: Commands that take part in replay matching (have a history shape).
 STEP_TYPES = (ScheduleActivity, StartTimer, StartChildWorkflow, RecordSideEffect, RecordVersionMarker,
-              UpsertSearchAttributes, UpsertMemo, WaitCondition)
+              UpsertSearchAttributes, UpsertMemo, WaitCondition, RecordLocalActivity)

@@ -16,7 +16,7 @@ import math
 import random as _random
 import uuid
 from datetime import datetime
-from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional, Sequence, Union
 
 from ..errors import NonDeterministicReplayError, SagaCompensationFailed, WorkflowCancelled
 from .commands import (
@@ -31,7 +31,11 @@ from .commands import (
     WaitCondition,
 )
 from .fingerprints import condition_fingerprint
+from .local_activities import RecordLocalActivity
+from .output_streams import WorkflowStreamAppendItem, append_directive, finish_directive
 from .policies import CancellationPolicy, ParentClosePolicy, RetryPolicyInput
+from .scopes import cancellation_scope as _refused_scope
+from .select import SelectGroup, select_group
 from .streams import MessageStream, StreamInbox
 from .unyielded import IssuedCommands
 
@@ -85,6 +89,7 @@ class WorkflowContext:
         self._start_time = start_time
         self._clock_error = clock_error
         self._cancel_requested = cancel_requested
+        self._shield_depth = 0
         self._rng = _random.Random(int(hashlib.sha256(run_id.encode()).hexdigest()[:16], 16))
         self._uuid7_counter = 0
         self.logger = ReplayLogger(_USER_LOGGER)
@@ -92,6 +97,10 @@ class WorkflowContext:
         self._streams = StreamInbox()
         #: Commands built and not yet yielded (a forgotten ``yield``: ``unyielded``).
         self._issued = IssuedCommands()
+        # Workflow-stream directives (``output_streams``): the task's durable command identity
+        # (the replayer sets it per task) and the ordinal of the next directive in this replay.
+        self._command_identity = run_id or workflow_id
+        self._stream_ordinal = 0
 
     # -- the replayer's view (not for workflow code) ------------------------------------
 
@@ -104,6 +113,15 @@ class WorkflowContext:
     def issued_commands(self) -> IssuedCommands:
         """Commands built here and not yet yielded (the replayer releases each yielded one)."""
         return self._issued
+
+    @property
+    def command_identity(self) -> str:
+        """The durable command identity workflow-stream directives carry (the current task's)."""
+        return self._command_identity
+
+    @command_identity.setter
+    def command_identity(self, value: Optional[str]) -> None:
+        self._command_identity = value or self._run_id or self._workflow_id
 
     # -- identity and determinism -------------------------------------------------
 
@@ -139,20 +157,36 @@ class WorkflowContext:
         tail = self._rng.getrandbits(62)
         return uuid.UUID(int=(millis << 80) | (0x7 << 76) | (counter << 64) | (0x2 << 62) | tail)
 
-    # -- cancellation (non-cooperative: the server's cancel_requested flag only) ---
+    # -- cancellation (as the SDK 2.12 exposes it without protocol-1.20 delivery: ``scopes``) ---
 
     @property
     def is_cancellation_requested(self) -> bool:
+        """The task's ``cancel_requested`` flag (a server that closes runs on ``/cancel`` never sets it)."""
         return self._cancel_requested
 
     def throw_if_cancellation_requested(self) -> None:
-        if self._cancel_requested:
-            raise WorkflowCancelled("workflow cancellation was requested")
+        """Raise ``WorkflowCancelled`` at this safe point if cancellation was requested (not when shielded)."""
+        if self._cancel_requested and self._shield_depth == 0:
+            raise WorkflowCancelled("workflow cancellation was requested", request_id=None, context=None)
+
+    @property
+    def cancellation_context(self) -> Any:
+        """Cooperative cancellation metadata; ``None`` (it exists only for a committed 1.20 delivery)."""
+        return None
 
     @contextlib.contextmanager
     def cancellation_shield(self) -> Iterator[None]:
-        """Accepted for compatibility; without cooperative cancellation there is nothing to shield."""
-        yield
+        """Cleanup code inside runs without ``throw_if_cancellation_requested`` raising (nestable)."""
+        self._shield_depth += 1
+        try:
+            yield
+        finally:
+            self._shield_depth -= 1
+
+    def cancellation_scope(self, body: Callable[[], Any], *, shield_parent: bool = False) -> Generator[Any, Any, Any]:
+        """``yield from ctx.cancellation_scope(body)``: refused, as in the SDK 2.12, where scope
+        authoring is a disabled candidate (``LocalActivityExecutionAborted``, see ``scopes``)."""
+        return _refused_scope(body, shield_parent=shield_parent)
 
     # -- durable commands ---------------------------------------------------------
 
@@ -179,6 +213,28 @@ class WorkflowContext:
             schedule_to_close_timeout=schedule_to_close_timeout,
             heartbeat_timeout=heartbeat_timeout,
             cancellation_policy=cancellation_policy,
+        ))
+
+    def local_activity(
+        self,
+        activity_type: str,
+        arguments: Optional[List[Any]] = None,
+        *,
+        retry_policy: Optional[Mapping[str, Any]] = None,
+        start_to_close_timeout: Optional[int] = None,
+        schedule_to_close_timeout: Optional[int] = None,
+        heartbeat_timeout: Optional[int] = None,
+        cancellation_policy: Optional[Union[str, CancellationPolicy]] = None,
+    ) -> RecordLocalActivity:
+        """Run ``activity_type`` in this worker, inside the workflow task (``local_activities``).
+
+        ``retry_policy`` is the SDK's dict (``max_attempts`` 1..100, ``backoff_seconds``,
+        ``non_retryable_error_types``); a failure after the last attempt raises ``ActivityFailed``.
+        """
+        return self._issued.track(RecordLocalActivity(
+            activity_type, list(arguments or []), retry_policy=retry_policy,
+            start_to_close_timeout=start_to_close_timeout, schedule_to_close_timeout=schedule_to_close_timeout,
+            heartbeat_timeout=heartbeat_timeout, cancellation_policy=cancellation_policy,
         ))
 
     def start_timer(self, seconds: int) -> StartTimer:
@@ -221,6 +277,44 @@ class WorkflowContext:
             execution_timeout_seconds=execution_timeout_seconds,
             run_timeout_seconds=run_timeout_seconds,
         ))
+
+    def select(self, operations: Union[Mapping[Union[int, str], Any], Sequence[Any]]) -> SelectGroup:
+        """Start every operation and wait for the first to finish (``select``): a ``SelectionResult``.
+
+        A mapping keeps its keys; a sequence is keyed by index. Members are activities, timers,
+        child workflows and nested lists of them.
+        """
+        return self._issued.track(select_group(operations))
+
+    def append_workflow_stream(self, stream_name: str, items: Sequence[WorkflowStreamAppendItem], *,
+                               max_pending_items: Optional[int] = None) -> RecordSideEffect:
+        """Append ``items`` to the run's output stream ``stream_name`` (yield it; resolves ``None``).
+
+        Each item gets the idempotency key ``dw-stream:<identity>:<ordinal>:<index>``, so a
+        retried task never appends twice (see ``output_streams``).
+        """
+        directive = append_directive(self._command_identity, self._stream_ordinal, stream_name, items,
+                                     max_pending_items)
+        self._stream_ordinal += 1
+        return self._issued.track(RecordSideEffect(workflow_stream=directive))
+
+    def close_workflow_stream(self, stream_name: str, *, retention_seconds: Optional[int] = None,
+                              ) -> RecordSideEffect:
+        """Close the output stream ``stream_name`` (readers then see it terminal)."""
+        directive = finish_directive(self._command_identity, self._stream_ordinal, stream_name, None,
+                                     retention_seconds)
+        self._stream_ordinal += 1
+        return self._issued.track(RecordSideEffect(workflow_stream=directive))
+
+    def error_workflow_stream(self, stream_name: str, error_reason: str, *,
+                              retention_seconds: Optional[int] = None) -> RecordSideEffect:
+        """Mark the output stream ``stream_name`` errored with ``error_reason``."""
+        if not error_reason:
+            raise ValueError("error_reason must not be empty")
+        directive = finish_directive(self._command_identity, self._stream_ordinal, stream_name, error_reason,
+                                     retention_seconds)
+        self._stream_ordinal += 1
+        return self._issued.track(RecordSideEffect(workflow_stream=directive))
 
     def side_effect(self, fn: Callable[[], Any]) -> RecordSideEffect:
         """Run ``fn`` once on first execution and replay its recorded result afterwards."""

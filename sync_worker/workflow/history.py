@@ -29,9 +29,9 @@ from ..errors import (
     ChildWorkflowTerminated,
     DurableWorkflowError,
 )
+from .select import SelectionIndex
 
 __all__ = ["HistoryIndex", "Receiver", "RecordedStep", "UnsupportedReplayHistory"]
-
 TERMINAL_RUN_EVENTS = frozenset({"WorkflowCompleted", "WorkflowFailed", "WorkflowCancelled",
                                  "WorkflowTerminated", "WorkflowContinuedAsNew", "WorkflowTimedOut"})
 RESOLVED_EVENTS = frozenset({
@@ -45,7 +45,7 @@ DEDUPLICATED_EVENTS = frozenset({
 })
 # Histories this replayer cannot execute faithfully (1.20 cooperative cancellation, durable
 # selection, Nexus): refusing them is better than guessing.
-UNSUPPORTED_PREFIXES = ("CancellationScope", "CooperativeCancellation", "Selection", "ServiceCall", "SignalWait")
+UNSUPPORTED_PREFIXES = ("CancellationScope", "CooperativeCancellation", "ServiceCall", "SignalWait")
 
 
 class UnsupportedReplayHistory(DurableWorkflowError):
@@ -83,6 +83,8 @@ class Receiver:
     wait_id: Optional[str] = None
     message_id: Optional[str] = None
     due_sequence: int = 0
+    #: ``SelectionResolved`` markers recorded before it (it waits until replay consumed them)
+    selection_index: int = 0
 
 
 @dataclass
@@ -109,6 +111,8 @@ class HistoryIndex:
     blocked_sequence: int = 0
     #: ...and whether the server records signal applications (``SignalApplied``) at all.
     records_applications: bool = False
+    #: selection members (out of the result queue), verdicts and cancellations (``select``)
+    selection: SelectionIndex = field(default_factory=SelectionIndex)
 
     def payload_at(self, position: Optional[int]) -> Dict[str, Any]:
         return event_payload(self.events[position]) if position is not None else {}

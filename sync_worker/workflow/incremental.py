@@ -66,11 +66,14 @@ from .history import (
     event_type,
     sequence_of,
 )
+from .local_activities import LocalActivityRunner, RecordLocalActivity
 from .matching import check_step
 from .messages import ResumeContext, current_message, message_id
 from .reader import _validate_codecs, collect_resolved, collect_steps, reorder_parallel_groups
 from .recorded import LIVE
 from .replayer import ReplayResult, _is_stream, _Replay, _Stop
+from .scopes import refuse_scoped_history
+from .select import CancelDurableOperation
 from .streams import is_cursor_checkpoint
 
 __all__ = ["SuspendedRun", "resume", "start"]
@@ -91,7 +94,9 @@ _IGNORED_EVENTS = frozenset({
     "WorkflowTaskStarted", "WorkflowTaskCompleted", "WorkflowTaskFailed", "SearchAttributesUpdated",
 })
 _WAIT_EVENTS = frozenset({"ConditionWaitOpened", "ConditionWaitSatisfied", "ConditionWaitTimedOut"})
-_NON_BLOCKING = (RecordSideEffect, RecordVersionMarker, UpsertMemo, UpsertSearchAttributes)
+# A selection's verdict and cancellations: read into the index like a cold read does (``select``).
+_SELECTION_EVENTS = frozenset({"SelectionResolved", "SelectionOperationCancelled"})
+_NON_BLOCKING = (RecordSideEffect, RecordVersionMarker, UpsertMemo, UpsertSearchAttributes, RecordLocalActivity)
 
 
 class SuspendedRun:
@@ -119,10 +124,12 @@ def _suspend(replay: _Replay, cancel_requested: bool) -> Optional[SuspendedRun]:
 def start(cls: type, history_events: List[Dict[str, Any]], start_input: List[Any], *,
           workflow_id: Optional[str] = None, run_id: str = "", payload_codec: Optional[str] = "avro",
           cancel_requested: bool = False, resume: Optional[ResumeContext] = None,
+          local_activities: Optional[LocalActivityRunner] = None, command_identity: Optional[str] = None,
           ) -> Tuple[ReplayResult, Optional[SuspendedRun]]:
     """A cold replay (same result as ``replay``) plus its suspended state when it can be resumed."""
     state = _Replay(cls, list(history_events), start_input, workflow_id=workflow_id, run_id=run_id,
-                    codec=payload_codec, cancel_requested=cancel_requested, resume=resume)
+                    codec=payload_codec, cancel_requested=cancel_requested, resume=resume,
+                    local_activities=local_activities, command_identity=command_identity)
     carried = current_message(state.history, resume) if state.recorded else None
     result = state.run()
     suspended = _suspend(state, cancel_requested)
@@ -138,7 +145,7 @@ def _eligible(run: SuspendedRun, new_events: List[Dict[str, Any]]) -> bool:
         kind = event_type(event) or ""
         if kind.startswith(UNSUPPORTED_PREFIXES) or kind in TERMINAL_RUN_EVENTS:
             return False
-        if kind in _IGNORED_EVENTS or kind in _RECEIVER_EVENTS:
+        if kind in _IGNORED_EVENTS or kind in _RECEIVER_EVENTS or kind in _SELECTION_EVENTS:
             continue
         sequence = sequence_of(event_payload(event))
         if kind in _WAIT_EVENTS:
@@ -173,6 +180,7 @@ def _extend(replay: _Replay, new_events: List[Dict[str, Any]]) -> Optional[List[
     """Feed ``new_events`` into the index exactly as a cold read of the whole history would;
     returns the new receivers, or None when the earlier events would now read differently."""
     scanner, history = replay.scanner, replay.history
+    refuse_scoped_history(new_events)  # (caught by ``resume``: the cold replay then refuses the task)
     _validate_codecs(new_events)
     known = scanner.types_by_sequence
     reused = {sequence_of(event_payload(event)) for event in new_events if event_type(event) == "TimerScheduled"}
@@ -234,6 +242,11 @@ def _consume_issued(replay: _Replay, issued: List[Any]) -> bool:
     """Match the commands the last task sent with their recorded results, as a cold replay would."""
     history = replay.history
     for command in issued:
+        if isinstance(command, CancelDurableOperation):
+            # the cancellation a cold replay finds recorded (and then issues nothing)
+            if replay.recorded_cancellation(command.handle) is None:
+                return False
+            continue
         if not isinstance(command, _NON_BLOCKING) or not _quiet_boundary(replay):
             return False
         if replay.cursor >= len(history.results):
@@ -243,11 +256,7 @@ def _consume_issued(replay: _Replay, issued: List[Any]) -> bool:
             return False
         check_step(command, step)
         recorded = history.results[replay.cursor]
-        if isinstance(command, RecordSideEffect):
-            if payloads.encode(recorded) != payloads.encode(command.result):
-                return False
-        elif (isinstance(command, RecordVersionMarker)
-              and replay.recorded_version(step) != replay.versions.get(command.change_id)):
+        if not _same_outcome(replay, command, step, recorded):
             return False
         replay.cursor += 1
         before = len(replay.receivers)
@@ -257,6 +266,17 @@ def _consume_issued(replay: _Replay, issued: List[Any]) -> bool:
             replay.apply_due_legacy(before_result=False)
         if len(replay.receivers) != before:
             return False
+    return True
+
+
+def _same_outcome(replay: _Replay, command: Any, step: RecordedStep, recorded: Any) -> bool:
+    """Whether the recorded result is what the suspended code was given for ``command``."""
+    if isinstance(command, RecordSideEffect):
+        return payloads.encode(recorded) == payloads.encode(command.result)
+    if isinstance(command, RecordVersionMarker):
+        return replay.recorded_version(step) == replay.versions.get(command.change_id)
+    if isinstance(command, RecordLocalActivity):
+        return command.same_as_recorded(recorded)
     return True
 
 
@@ -270,8 +290,13 @@ def _quiet_boundary(replay: _Replay) -> bool:
     return len(replay.receivers) == before
 
 
+def _abandons(error: BaseException) -> bool:
+    return getattr(error, "abandon_task", False) is True
+
+
 def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *, cancel_requested: bool = False,
-           context: Optional[ResumeContext] = None) -> Optional[Tuple[ReplayResult, Optional[SuspendedRun]]]:
+           context: Optional[ResumeContext] = None, local_activities: Optional[LocalActivityRunner] = None,
+           command_identity: Optional[str] = None) -> Optional[Tuple[ReplayResult, Optional[SuspendedRun]]]:
     """Continue ``run`` with ``new_events`` (the history after ``run.event_count``).
 
     Returns the result a cold replay of the whole history gives plus the new suspended
@@ -281,6 +306,12 @@ def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *, cancel_reques
     replay = run.replay
     if cancel_requested != run.cancel_requested or not new_events or not _eligible(run, new_events):
         return None
+    # This task's runner (a kept state must never run a local activity under an old task's lease),
+    # and this task's command identity (new workflow-stream directives carry it, as cold).
+    replay.local_activities = local_activities
+    replay.ctx.command_identity = command_identity
+    if local_activities is not None:
+        local_activities.begin_replay()
     if replay.recorded or context is not None:
         return resume_recorded(run, new_events, cancel_requested, context)
     if any(event_type(event) == "SignalApplied" and message_id(event_payload(event), "signal_id")
@@ -338,6 +369,8 @@ def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *, cancel_reques
         else:
             commands = replay.loop(outcome, first=False)
     except (Exception, WorkflowCancelled) as error:
+        if _abandons(error):
+            raise
         log.debug("sticky resume gave up (%s: %s); replaying cold", type(error).__name__, error)
         return None
     return replay.result(commands), _suspend(replay, cancel_requested)
@@ -398,6 +431,8 @@ def resume_recorded(run: SuspendedRun, new_events: List[Dict[str, Any]], cancel_
         else:
             commands = replay.loop(outcome, first=False)
     except (Exception, WorkflowCancelled) as error:
+        if _abandons(error):
+            raise
         log.debug("sticky resume gave up (%s: %s); replaying cold", type(error).__name__, error)
         return None
     suspended = _suspend(replay, cancel_requested)

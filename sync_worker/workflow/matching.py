@@ -9,6 +9,7 @@ from .. import payloads
 from ..errors import ActivityFailed, ChildWorkflowFailed, NonDeterministicReplayError
 from .commands import RecordVersionMarker, ScheduleActivity, StartChildWorkflow, StartTimer, UpsertMemo, WaitCondition
 from .history import RecordedStep
+from .local_activities import RecordLocalActivity
 
 __all__ = ["annotate_group", "check_step", "first_failure", "group_leaves", "reshape"]
 
@@ -22,7 +23,7 @@ def first_failure(values: List[Any]) -> Optional[BaseException]:
 
 
 def _leaf_kind(command: Any) -> str:
-    if isinstance(command, ScheduleActivity):
+    if isinstance(command, (ScheduleActivity, RecordLocalActivity)):
         return "activity"
     if isinstance(command, StartTimer):
         return "timer"
@@ -91,6 +92,9 @@ def _detail_mismatch(command: Any, step: RecordedStep) -> Optional[str]:
     path, recorded_path = getattr(command, "parallel_path", None), details.get("parallel_group_path")
     if path is not None and recorded_path is not None and recorded_path != path:
         return f"Recorded parallel_group_path {recorded_path!r}, but current workflow yielded {path!r}."
+    own = getattr(command, "detail_mismatch", None)
+    if callable(own):
+        return own(details)  # type: ignore[no-any-return]
     if isinstance(command, ScheduleActivity):
         if details.get("execution_mode") == "local":
             return "Recorded local activity cannot replay as a scheduled activity."

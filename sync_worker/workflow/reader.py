@@ -36,6 +36,8 @@ from .messages import (
     note_blocking_step,
     note_update_accepted,
 )
+from .scopes import refuse_scoped_history
+from .select import selection_entry
 from .wait_index import TimerAliases, WaitBinder, timeout_kind
 
 __all__ = ["Scanner", "collect_resolved", "collect_steps", "read_history", "read_history_scanner"]
@@ -160,6 +162,7 @@ def read_history_scanner(
     events: List[Dict[str, Any]], *, codec: Optional[str], workflow_id: Optional[str] = None, run_id: str = "",
 ) -> Scanner:
     """:func:`read_history`, returning the scanner (its ``index`` and the bookkeeping behind it)."""
+    refuse_scoped_history(events)
     for event in events:
         name = event_type(event) or ""
         if name.startswith(UNSUPPORTED_PREFIXES):
@@ -237,6 +240,13 @@ class Scanner:
 
     def add_result(self, value: Any, shape: str, position: int, payload: Mapping[str, Any], kind: str) -> None:
         index = self.index
+        if selection_entry(payload) is not None:  # a selection member: bound to its sequence (``select``)
+            sequence = sequence_of(payload) or len(index.result_steps) + 1
+            index.selection.add_step(sequence, self.step(shape, position, payload, kind, sequence), payload,
+                                     opening=False)
+            index.selection.add_result(sequence, value, event_id(index.events[position]) if position < len(
+                index.events) else None, kind, position)
+            return
         index.result_steps.append(self.step(shape, position, payload, kind, len(index.result_steps) + 1))
         index.results.append(value)
         member = group_membership(payload)
@@ -246,6 +256,11 @@ class Scanner:
 
     def add_pending(self, shape: str, position: int, payload: Mapping[str, Any], kind: str) -> None:
         sequence = sequence_of(payload)
+        if sequence is not None and selection_entry(payload) is not None:
+            self.index.selection.add_step(sequence, self.step(shape, position, payload, kind, sequence), payload,
+                                          opening=kind in ("ActivityScheduled", "TimerScheduled",
+                                                           "ChildWorkflowScheduled"))
+            return
         if sequence is None or sequence in self.resolved or sequence in self.pending_added:
             return
         self.pending_added.add(sequence)
@@ -321,7 +336,8 @@ class Scanner:
                                              self.workflow_id, self.run_id)
                     if receiver is not None:
                         recorded = Receiver(receiver.history_index, receiver.result_index, receiver.kind,
-                                            receiver.name, receiver.args)
+                                            receiver.name, receiver.args,
+                                            selection_index=receiver.selection_index)
                         if kind == "SignalReceived":
                             recorded.message_id = message_id(payload, "signal_id")
                             note_arrival(index, recorded)
@@ -330,6 +346,11 @@ class Scanner:
                             note_application(index, recorded.message_id, recorded)
                 elif kind == "SignalApplied":
                     note_application(index, message_id(payload, "signal_id"))
+                elif kind == "SelectionResolved":
+                    if isinstance(payload.get("selection_group_id"), str):
+                        index.selection.add_marker(payload, position)
+                elif kind == "SelectionOperationCancelled":
+                    index.selection.add_cancellation(payload)
                 elif kind in ("UpdateAccepted", "update_accepted"):
                     note_update_accepted(index, message_id(payload, "update_id"), len(index.results), position)
             except PayloadError as error:
@@ -366,6 +387,7 @@ def _add_receiver(
     else:
         sequence = sequence_of(payload)
         wait_id = wait_ids.get(sequence) if sequence is not None else None
-    receiver = Receiver(position, len(index.results), receiver_kind, name, args, wait_id)
+    receiver = Receiver(position, len(index.results), receiver_kind, name, args, wait_id,
+                        selection_index=len(index.selection.markers))
     index.receivers.append(receiver)
     return receiver

@@ -59,6 +59,7 @@ class RecordedWaits:
     pending: List[Command]
     cursor: int
     wait_cursor: int
+    selection_cursor: int
     update_call: Optional[UpdateCall]
     #: the wait a task ended live on: (command, position of the recorded open it stopped at)
     live_wait: Optional[Tuple[WaitCondition, int]]
@@ -86,7 +87,7 @@ class RecordedWaits:
         applied = 0
         while self.receivers:
             head = self.receivers[0]
-            if head.result_index > self.cursor:
+            if head.result_index > self.cursor or head.selection_index > self.selection_cursor:
                 break
             if not (head.due_sequence < limit or (inclusive and head.due_sequence <= limit)):
                 break

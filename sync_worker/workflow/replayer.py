@@ -23,12 +23,13 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 from ..errors import (
     ActivityFailed,
     ChildWorkflowFailed,
     InvalidWorkflowDefinition,
+    LocalActivityExecutionAborted,
     NonDeterministicReplayError,
     WorkflowCancelled,
     WorkflowEntryArgumentsMismatchError,
@@ -50,20 +51,25 @@ from .context import WorkflowContext
 from .definition import MESSAGE_STREAM_SIGNAL, validate_entrypoint, workflow_name
 from .failures import fail_workflow_from_exception
 from .history import HistoryIndex, Receiver, RecordedStep, UnsupportedReplayHistory
+from .local_activities import LocalActivityRunner, RecordLocalActivity, refuse_local_in_group
 from .matching import annotate_group, check_step, first_failure, group_leaves, reshape
 from .messages import ResumeContext, current_message, update_arrival
 from .positions import code_position
 from .reader import read_history_scanner
 from .recorded import LIVE, RecordedWaits, UpdateCall
+from .select import CancelDurableOperation, DurableOperationHandle, SelectGroup
+from .selection_replay import Selections
 from .streams import is_cursor_checkpoint
 from .unyielded import forgotten_yield
+from .versions import VersionMarkers
 from .waiting import Action, ConditionWaits, Stop, WaitVisit
 
 __all__ = ["BLOCKING_COMMANDS", "ReplayResult", "replay"]
 
 #: The commands a suspended run can wait on and be resumed from (``incremental``), besides
 #: a parallel group (a list).
-BLOCKING_COMMANDS = (ScheduleActivity, StartTimer, StartChildWorkflow, WaitCondition)
+BLOCKING_COMMANDS = (ScheduleActivity, StartTimer, StartChildWorkflow, WaitCondition, SelectGroup,
+                     DurableOperationHandle)
 
 @dataclass
 class ReplayResult:
@@ -86,11 +92,15 @@ _Stop = Stop
 _Action = Action
 
 
-class _Replay(ConditionWaits, RecordedWaits):
+class _Replay(ConditionWaits, RecordedWaits, VersionMarkers, Selections):
     def __init__(self, cls: type, events: List[Dict[str, Any]], start_input: List[Any], *,
                  workflow_id: Optional[str], run_id: str, codec: Optional[str], cancel_requested: bool,
-                 resume: Optional[ResumeContext] = None, update_call: Optional[UpdateCall] = None) -> None:
+                 resume: Optional[ResumeContext] = None, update_call: Optional[UpdateCall] = None,
+                 local_activities: Optional[LocalActivityRunner] = None,
+                 command_identity: Optional[str] = None) -> None:
         validate_entrypoint(cls)
+        #: runs local activities on first execution (None: a replay that must not run them)
+        self.local_activities = local_activities
         self.cls = cls
         self.start_input = list(start_input)
         self.scanner = read_history_scanner(events, codec=codec, workflow_id=workflow_id, run_id=run_id)
@@ -99,6 +109,7 @@ class _Replay(ConditionWaits, RecordedWaits):
         self.ctx = WorkflowContext(workflow_id=workflow_id or _workflow_id_from(events), run_id=run_id,
                                    start_time=start, clock_error=self.history.clock_error,
                                    cancel_requested=cancel_requested)
+        self.ctx.command_identity = command_identity  # workflow-stream directives (``output_streams``)
         self.instance = cls()
         # Recorded mode (``messages``): the server tells us what each task applied. Legacy
         # histories keep the SDK's position and wait-binding rules (``waiting``).
@@ -116,6 +127,9 @@ class _Replay(ConditionWaits, RecordedWaits):
                 self.ctx.stream_inbox.accept(receiver.args)
         self.cursor = 0
         self.wait_cursor = 0
+        self.selection_cursor = 0
+        self.consumed_selections: Set[int] = set()
+        self.authored_handles: Dict[int, DurableOperationHandle] = {}
         self.pending: List[Command] = []
         self.versions: Dict[str, int] = {}
         self.trailing_wait: Optional[WaitCondition] = None
@@ -227,6 +241,9 @@ class _Replay(ConditionWaits, RecordedWaits):
                 return
             if head.result_index > self.cursor or (before_result and head.result_index == self.cursor):
                 return
+            if head.selection_index > self.selection_cursor or (
+                    before_result and head.selection_index and head.selection_index == self.selection_cursor):
+                return  # recorded after a selection's verdict: once the code took it
             self.apply(self.receivers.pop(0))
 
     def apply_for_wait(self, wait_id: Optional[str]) -> None:
@@ -263,7 +280,7 @@ class _Replay(ConditionWaits, RecordedWaits):
             if error.code_position is None:
                 error.code_position = code_position(self.generator, self.last_line, self.cls)
             raise
-        except (InvalidWorkflowDefinition, UnsupportedReplayHistory):
+        except (InvalidWorkflowDefinition, UnsupportedReplayHistory, LocalActivityExecutionAborted):
             raise
         except (Exception, WorkflowCancelled) as error:
             return self.result([*self.pending, fail_workflow_from_exception(error)])
@@ -272,6 +289,8 @@ class _Replay(ConditionWaits, RecordedWaits):
         return ReplayResult(commands, self.instance, self.ctx)
 
     def drive(self) -> List[Command]:
+        if self.local_activities is not None:
+            self.local_activities.begin_replay()
         generator = self.instance.run(self.ctx, *self.start_input)
         if not inspect.isgenerator(generator):
             return self.finish(generator)
@@ -328,9 +347,13 @@ class _Replay(ConditionWaits, RecordedWaits):
             self.skip_trailing_reopens()
         terminal: Command = value if isinstance(value, ContinueAsNew) else CompleteWorkflow(result=value)
         step = self.next_unconsumed()
+        shape = "continue as new" if isinstance(value, ContinueAsNew) else "complete workflow"
         if step is not None:
-            shape = "continue as new" if isinstance(value, ContinueAsNew) else "complete workflow"
             raise NonDeterministicReplayError(step.sequence, shape, step.event_types)
+        members = self.unconsumed_selections()
+        if members:
+            left = self.history.selection.steps[members[0]][0]
+            raise NonDeterministicReplayError(left.sequence, shape, left.event_types)
         return [*self.pending, terminal]
 
     def handle(self, command: Any) -> _Action:
@@ -342,6 +365,14 @@ class _Replay(ConditionWaits, RecordedWaits):
             return _Stop(self.finish(command))
         if isinstance(command, (RecordSideEffect, UpsertMemo, UpsertSearchAttributes)):
             return self.non_blocking(command)
+        if isinstance(command, RecordLocalActivity):
+            return self.local_activity(command)
+        if isinstance(command, SelectGroup):
+            return self.select(command)
+        if isinstance(command, DurableOperationHandle):
+            return self.await_member(command)
+        if isinstance(command, CancelDurableOperation):
+            return self.cancel_member(command)
         if isinstance(command, WaitCondition):
             return self.wait_in_order(command) if self.recorded else self.wait(command)
         if isinstance(command, (ScheduleActivity, StartTimer, StartChildWorkflow)):
@@ -383,6 +414,22 @@ class _Replay(ConditionWaits, RecordedWaits):
         self.pending.append(command)
         return ("send", None)
 
+    def local_activity(self, command: RecordLocalActivity) -> _Action:
+        """A recorded local activity replays its outcome; a new one runs now, in this task."""
+        command.check_admissible()
+        if self.cursor < len(self.history.results):
+            self.at_step(self.history.result_steps[self.cursor])
+            value = self.take_result(command)
+            return ("throw", value) if isinstance(value, ActivityFailed) else ("send", value)
+        self.go_live()
+        self.at_step(None)
+        self.check_new(command)
+        self.pending.append(command)
+        if self.local_activities is None:
+            return _Stop()  # a query or update replay: the state before it
+        value = command.observed = self.local_activities.run(command)
+        return ("throw", value) if isinstance(value, ActivityFailed) else ("send", value)
+
     def parallel(self, group: List[Any]) -> _Action:
         leaves = group_leaves(group)
         if not leaves:
@@ -391,6 +438,11 @@ class _Replay(ConditionWaits, RecordedWaits):
         base = steps[0].sequence if steps else self.history.max_sequence() + len(self.pending) + 1
         annotated, shape = annotate_group(group, base)
         needed = len(annotated)
+        for leaf in leaves:
+            if isinstance(leaf, RecordLocalActivity):
+                leaf.check_admissible()
+        if self.cursor + needed > len(self.history.results):
+            refuse_local_in_group(leaves)
         if self.cursor + needed <= len(self.history.results):
             members = self.history.result_steps[self.cursor:self.cursor + needed]
             self.at_step(members[0], max(step.sequence for step in members))
@@ -409,71 +461,6 @@ class _Replay(ConditionWaits, RecordedWaits):
         self.pending.extend(annotated)
         return _Stop()
 
-    # -- version markers ------------------------------------------------------------
-
-    def recorded_version(self, step: RecordedStep) -> int:
-        payload = _payload_at(self, step)
-        version, change_id = payload.get("version"), payload.get("change_id")
-        low, high = payload.get("min_supported"), payload.get("max_supported")
-
-        def invalid(detail: str) -> NonDeterministicReplayError:
-            return NonDeterministicReplayError(step.sequence, "compatible version marker", step.event_types,
-                                               detail=detail)
-
-        if type(version) is not int:
-            raise invalid("Version marker must contain an integer version.")
-        if not isinstance(change_id, str) or not change_id.strip():
-            raise invalid("Version marker must retain a non-empty change ID.")
-        if type(low) is not int or type(high) is not int or not low <= version <= high:
-            raise invalid("Recorded version marker has an invalid supported range.")
-        return version
-
-    def skip_duplicate_version_markers(self) -> None:
-        # Older SDKs recorded a marker on every call of the same change id: consume them.
-        while self.versions and self.cursor < len(self.history.results):
-            step = self.history.result_steps[self.cursor]
-            change_id = step.details.get("change_id")
-            if step.shape != "version marker" or change_id not in self.versions or self.next_unconsumed() is not step:
-                return
-            if self.recorded_version(step) != self.versions[change_id]:
-                raise NonDeterministicReplayError(step.sequence, "compatible version marker", step.event_types,
-                                                  detail=f"Conflicting recorded decisions for change ID {change_id!r}.")
-            self.cursor += 1
-
-    def resolve_version(self, command: RecordVersionMarker) -> Any:
-        def invalid(detail: str, step: Optional[RecordedStep] = None) -> NonDeterministicReplayError:
-            return NonDeterministicReplayError(step.sequence if step else self.history.max_sequence() + 1,
-                                               "compatible version marker", step.event_types if step else [],
-                                               detail=detail)
-
-        if not isinstance(command.change_id, str) or not command.change_id.strip():
-            raise invalid("Version markers require a stable non-empty change ID.")
-        if command.min_supported > command.max_supported:
-            raise invalid(f"Invalid supported range for change ID {command.change_id!r}.")
-        step = self.next_unconsumed()
-        if command.change_id in self.versions:
-            version = self.versions[command.change_id]
-        elif step is not None and step.shape == "version marker":
-            if self.history.result_steps[self.cursor] is not step:
-                raise NonDeterministicReplayError(step.sequence, command.describe(), step.event_types)
-            self.at_step(step)
-            check_step(command, step)
-            version = self.recorded_version(step)
-            self.cursor += 1
-        elif step is not None or self.history.has_terminal_event:
-            # The run already passed this point without a marker: it took the old path.
-            version = -1
-        else:
-            version = command.version
-            self.go_live()
-            self.at_step(None)
-            self.pending.append(command)
-        if not command.min_supported <= version <= command.max_supported:
-            raise invalid(f"Recorded version {version} for change ID {command.change_id!r} is outside the "
-                          f"supported range {command.min_supported}..{command.max_supported}.", step)
-        self.versions.setdefault(command.change_id, version)
-        return command.result_for(version)
-
 
 def _is_stream(receiver: Receiver) -> bool:
     return receiver.kind == "signal" and receiver.name == MESSAGE_STREAM_SIGNAL
@@ -486,10 +473,6 @@ def _suffix_minima(steps: List[RecordedStep]) -> List[Optional[RecordedStep]]:
         best = out[index + 1]
         out[index] = steps[index] if best is None or steps[index].sequence <= best.sequence else best
     return out
-
-
-def _payload_at(replay: _Replay, step: RecordedStep) -> Dict[str, Any]:
-    return replay.history.payload_at(step.history_index)
 
 
 def _workflow_id_from(events: List[Dict[str, Any]]) -> str:
@@ -512,12 +495,18 @@ def replay(
     payload_codec: Optional[str] = "avro",
     cancel_requested: bool = False,
     resume: Optional[ResumeContext] = None,
+    local_activities: Optional[LocalActivityRunner] = None,
+    command_identity: Optional[str] = None,
 ) -> ReplayResult:
     """Replay ``cls`` over the complete history; see the module docstring.
 
     ``resume`` is the task's resume context (``messages.ResumeContext.from_task``): which
     message the task carries. Without one, and with no application record in the history,
-    messages are placed by the legacy rules.
+    messages are placed by the legacy rules. ``local_activities`` runs the local activities the
+    workflow reaches for the first time (``local_activities``); without it the replay stops there.
+    ``command_identity`` is the task's durable command identity (workflow-stream directives);
+    without one, the run id.
     """
     return _Replay(cls, list(history_events), start_input, workflow_id=workflow_id, run_id=run_id,
-                   codec=payload_codec, cancel_requested=cancel_requested, resume=resume).run()
+                   codec=payload_codec, cancel_requested=cancel_requested, resume=resume,
+                   local_activities=local_activities, command_identity=command_identity).run()

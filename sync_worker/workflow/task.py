@@ -36,6 +36,7 @@ from .commands import (
 from .failures import fail_update_from_exception
 from .history import event_payload, event_type
 from .incremental import SuspendedRun, resume, start
+from .local_activities import LocalActivityRunner
 from .messages import ResumeContext
 from .recorded import UpdateCall
 from .registry import WorkflowRegistry
@@ -214,8 +215,14 @@ def _update_id(task: Dict[str, Any]) -> Optional[str]:
     return update_id if isinstance(update_id, str) and update_id else None
 
 
+def _abandons(error: BaseException) -> bool:
+    """The task must end unreported (its lease is gone): the runtime abandons it."""
+    return getattr(error, "abandon_task", False) is True
+
+
 def start_workflow_task(
     registry: WorkflowRegistry, task: Dict[str, Any], history_events: List[Dict[str, Any]], *, task_queue: str,
+    local_activities: Optional[LocalActivityRunner] = None,
 ) -> Tuple[WorkflowTaskOutcome, Optional[SuspendedRun]]:
     """:func:`execute_workflow_task`, plus the suspended run a sticky cache may keep (or None)."""
     prepared = _prepare(registry, task)
@@ -229,8 +236,11 @@ def start_workflow_task(
         result, state = start(cls, history_events, start_input, workflow_id=task.get("workflow_id"),
                               run_id=str(task.get("run_id") or ""), payload_codec=codec,
                               cancel_requested=task.get("cancel_requested") is True,
-                              resume=ResumeContext.from_task(task))
+                              resume=ResumeContext.from_task(task), local_activities=local_activities,
+                              command_identity=_command_identity(task))
     except Exception as error:
+        if _abandons(error):
+            raise
         log.warning("workflow task %s replay failed: %s", task.get("task_id"), error)
         reason = error.reason if isinstance(error, WorkflowEntryArgumentsMismatchError) else None
         return WorkflowTaskOutcome([], _failure(f"replay failed: {error}", error, reason=reason)), None
@@ -240,7 +250,7 @@ def start_workflow_task(
 
 def resume_workflow_task(
     registry: WorkflowRegistry, task: Dict[str, Any], state: SuspendedRun, new_events: List[Dict[str, Any]], *,
-    task_queue: str,
+    task_queue: str, local_activities: Optional[LocalActivityRunner] = None,
 ) -> Optional[Tuple[WorkflowTaskOutcome, Optional[SuspendedRun]]]:
     """Run the task on a suspended run fed only ``new_events``; None: replay it cold instead.
 
@@ -249,7 +259,8 @@ def resume_workflow_task(
     if _update_id(task) is not None or registry.get(str(task.get("workflow_type") or "")) is not state.workflow_class:
         return None
     resumed = resume(state, new_events, cancel_requested=task.get("cancel_requested") is True,
-                     context=ResumeContext.from_task(task))
+                     context=ResumeContext.from_task(task), local_activities=local_activities,
+                     command_identity=_command_identity(task))
     if resumed is None:
         return None
     outcome = _result_outcome(resumed[0], task_queue)
@@ -258,8 +269,14 @@ def resume_workflow_task(
 
 def execute_workflow_task(
     registry: WorkflowRegistry, task: Dict[str, Any], history_events: List[Dict[str, Any]], *, task_queue: str,
+    local_activities: Optional[LocalActivityRunner] = None,
 ) -> WorkflowTaskOutcome:
-    """Run one workflow task over its complete history; see the module docstring."""
+    """Run one workflow task over its complete history; see the module docstring.
+
+    ``local_activities`` runs the local activities the workflow reaches for the first time; a
+    :class:`~sync_worker.errors.LocalActivityExecutionAborted` marked ``abandon_task`` (the
+    task's lease is gone) propagates: nothing may be reported for the task.
+    """
     prepared = _prepare(registry, task)
     if isinstance(prepared, WorkflowTaskOutcome):
         return prepared
@@ -271,12 +288,25 @@ def execute_workflow_task(
         result: ReplayResult = replay(cls, history_events, start_input, workflow_id=task.get("workflow_id"),
                                       run_id=str(task.get("run_id") or ""), payload_codec=codec,
                                       cancel_requested=task.get("cancel_requested") is True,
-                                      resume=ResumeContext.from_task(task))
+                                      resume=ResumeContext.from_task(task), local_activities=local_activities,
+                                      command_identity=_command_identity(task))
     except Exception as error:
+        if _abandons(error):
+            raise
         log.warning("workflow task %s replay failed: %s", task.get("task_id"), error)
         reason = error.reason if isinstance(error, WorkflowEntryArgumentsMismatchError) else None
         return WorkflowTaskOutcome([], _failure(f"replay failed: {error}", error, reason=reason))
     return _result_outcome(result, task_queue)
+
+
+def _command_identity(task: Dict[str, Any]) -> Optional[str]:
+    """The task's durable command identity (workflow-stream directives): ``workflow_command_id``,
+    else the task id, as the server forms it (``WorkflowStreamCommandProcessor``)."""
+    for name in ("workflow_command_id", "task_id"):
+        value = task.get(name)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
 
 
 def _query_history(task: Dict[str, Any]) -> List[Dict[str, Any]]:

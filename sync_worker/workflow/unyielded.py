@@ -37,6 +37,10 @@ class IssuedCommands:
             for item in command:
                 self.release(item)
             return
+        members = getattr(command, "operations", None)  # a selection: its members were yielded with it
+        if isinstance(members, tuple):
+            for _, member in members:
+                self.release(member)
         self._pending.pop(id(command), None)
 
     def leftovers(self) -> List[Any]:
@@ -45,8 +49,9 @@ class IssuedCommands:
 
 def _commands_in(value: Any, depth: int = 0) -> List[Any]:
     from .commands import STEP_TYPES, ContinueAsNew
+    from .select import SelectGroup
 
-    if isinstance(value, (*STEP_TYPES, ContinueAsNew)):
+    if isinstance(value, (*STEP_TYPES, ContinueAsNew, SelectGroup)):
         return [value]
     if depth > 20:
         return []
@@ -80,7 +85,7 @@ def forgotten_yield(result: Any, leftovers: List[Any], workflow: str) -> Optiona
 _CALLS = {"ScheduleActivity": "schedule_activity", "StartTimer": "start_timer", "WaitCondition": "wait_condition",
           "StartChildWorkflow": "start_child_workflow", "RecordSideEffect": "side_effect",
           "RecordVersionMarker": "get_version", "UpsertSearchAttributes": "upsert_search_attributes",
-          "UpsertMemo": "upsert_memo"}
+          "UpsertMemo": "upsert_memo", "RecordLocalActivity": "local_activity", "SelectGroup": "select"}
 
 
 def _call(command: Any) -> str:

@@ -128,3 +128,23 @@ def test_repeated_update_request_ids_and_the_message_cursor(client: Client) -> N
     assert kinds.count("UpdateAccepted") == 1 and kinds.count("MessageCursorAdvanced") == 2
     assert kinds[kinds.index("UpdateCompleted") + 1] == "MessageCursorAdvanced"
     assert kinds[kinds.index("SignalApplied") - 1] == "MessageCursorAdvanced"
+
+
+def test_schedule_refusals_are_the_sdks_typed_errors(client: Client) -> None:
+    """A second create with the same id is ScheduleAlreadyExists; a refused list filter is
+    ScheduleListError with the server's status and reason (the published SDK's names, issue 24)."""
+    from sync_worker import ScheduleAlreadyExists, ScheduleListError
+
+    schedule_id = f"e2e-dup-{uuid.uuid4().hex[:8]}"
+    action = {"workflow_type": "e2e.cp.echo", "task_queue": "nowhere", "input": [1]}
+    client.create_schedule(schedule_id=schedule_id, spec={"cron_expressions": ["0 0 1 1 *"]}, action=action)
+    try:
+        with pytest.raises(ScheduleAlreadyExists) as collided:
+            client.create_schedule(schedule_id=schedule_id, spec={"cron_expressions": ["0 0 1 1 *"]}, action=action)
+        assert (collided.value.status, collided.value.reason()) == (409, "schedule_already_exists")
+        assert collided.value.schedule_id == schedule_id
+        with pytest.raises(ScheduleListError) as refused:
+            client.list_schedules(page_size=0)
+        assert (refused.value.status, refused.value.reason()) == (422, "validation_failed")
+    finally:
+        client.delete_schedule(schedule_id)

@@ -1,4 +1,5 @@
-"""Warm and cold stops of ``sync-worker nestjs`` from real signals, and bad tasks on the queue.
+"""Warm and cold stops of ``sync-worker nestjs`` from real signals, and bad tasks on the queue,
+on threads, gevent and the prefork pool (the signals go to the pool's parent).
 
 Over Redis with the real engine: a warm stop (SIGTERM) lets the running step finish and deliver
 its result, then withdraws the worker's liveness keys; a cold stop (SIGTERM twice) exits at once and
@@ -27,7 +28,7 @@ if _reason:
     pytest.skip(_reason, allow_module_level=True)
 
 
-@pytest.fixture(params=["threads", "gevent"])
+@pytest.fixture(params=["threads", "gevent", "prefork"])
 def setup(request: Any, tmp_path: Path) -> Iterator[Tuple[Engine, StepWorkerProcess, Path, str]]:
     url = redis_url()
     assert url is not None
@@ -58,6 +59,9 @@ def test_warm_stop_finishes_the_running_step(setup: Tuple[Engine, StepWorkerProc
     assert list(client.scan_iter(match=f"{prefix}-worker-*")) == []  # liveness withdrawn at once
     client.close()
     assert "draining 1 task(s)" in worker.log()
+    if worker.kind == "prefork":  # four step processes under the parent, each its own worker instance
+        assert "prefork pool of 4 step process(es)" in worker.log()
+        assert worker.log().count("prefork child a") >= 4 and "exited with code 0" in worker.log()
 
 
 def test_cold_stop_hands_the_step_back(setup: Tuple[Engine, StepWorkerProcess, Path, str]) -> None:

@@ -4,12 +4,14 @@ A Procfile line ``celery -A proj worker -Q mail -c 8 -l info`` becomes
 ``sync-worker celery -A proj worker -Q mail -c 8 -l info``. ``-P gevent`` is patched before
 anything loads (the ``sync-worker`` launcher reads argv first, as Celery's ``celery`` does).
 
-Celery's worker flags: supported ones act (``-Q``, ``-c``, ``-P threads|gevent``, ``-l``,
-``-n``, ``--time-limit``, ``--soft-time-limit``, ``--pidfile``, ``--logfile``, ``-B``);
-``-P prefork``/``solo`` run on threads (with a notice); harmless ones (``--without-gossip``,
-``--without-mingle``, ``--without-heartbeat``, ``-E``, ``-O``, ``--prefetch-multiplier``,
-``--max-tasks-per-child``, ...) are accepted with a notice; ``-D/--detach``, ``-X`` and
-``-P eventlet`` are refused with a reason.
+Celery's worker flags: supported ones act (``-Q``, ``-c``, ``-P threads|gevent|prefork``, ``-l``,
+``-n``, ``--time-limit``, ``--soft-time-limit``, ``--pidfile``, ``--logfile``, ``-B``, and with
+``-P prefork`` ``--max-tasks-per-child`` / ``--max-memory-per-child``); ``-P prefork`` (Celery's
+default pool) runs ``-c`` worker processes under a supervising parent, as Celery's does
+(:mod:`sync_worker.host.prefork`, docs/pools.md); ``-P solo`` runs on threads with one slot (with
+a notice); harmless ones (``--without-gossip``, ``--without-mingle``, ``--without-heartbeat``,
+``-E``, ``-O``, ``--prefetch-multiplier``, ...) are accepted with a notice; ``-D/--detach``,
+``-X`` and ``-P eventlet`` are refused with a reason.
 
 Signals and exit codes are ``sync-worker run``'s (the same :func:`sync_worker.host.serve`, over
 this app's :class:`~sync_worker_celery.worker.WorkerGroup`): TERM/INT warm shutdown (drain), a
@@ -32,6 +34,7 @@ from typing import Any, List, Optional, Sequence
 import click
 
 from sync_worker.cli.params import (
+    PREFORK,
     configure_logging,
     loglevel_option,
     namespace_option,
@@ -107,11 +110,33 @@ def _serve(app: Any, workers: List[Any], beat: bool) -> int:
     return serve(group, log=logger, messages=_MESSAGES)
 
 
+def _serve_prefork(app: Any, workers: List[Any], processes: int, max_tasks: Optional[int],
+                   max_memory_kib: Optional[int]) -> int:
+    """Serve the app's workers on a prefork pool, with Celery's prefork signals: ``worker_init`` and
+    ``worker_shutdown`` here in the parent, ``worker_process_init`` / ``worker_process_shutdown`` in
+    each child (its WorkerGroup); ``worker_ready`` and ``worker_shutting_down`` are not sent (the
+    parent runs no worker of its own)."""
+    from sync_worker.host.prefork import serve_prefork
+
+    from .worker import WorkerGroup
+
+    hostname = workers[0].worker_id if workers else None
+    logger.info("celery@%s: prefork pool of %d process(es), queues %s", hostname or "?", processes,
+                ", ".join(w.task_queue for w in workers))
+    signals.worker_init.send(sender=hostname)
+    try:
+        return serve_prefork(workers, processes=processes,
+                             group=lambda members: WorkerGroup(app, members, process_child=True),
+                             max_tasks_per_child=max_tasks,
+                             max_memory_per_child=max_memory_kib * 1024 if max_memory_kib else None, log=logger)
+    finally:
+        signals.worker_shutdown.send(sender=hostname)
+
+
 _NOTICE_FLAGS = {
     "without_gossip": "--without-gossip", "without_mingle": "--without-mingle",
     "without_heartbeat": "--without-heartbeat", "events": "-E/--events", "optimization": "-O",
     "prefetch_multiplier": "--prefetch-multiplier", "disable_prefetch": "--disable-prefetch",
-    "max_tasks_per_child": "--max-tasks-per-child", "max_memory_per_child": "--max-memory-per-child",
     "heartbeat_interval": "--heartbeat-interval", "autoscale": "--autoscale", "scheduler": "--scheduler",
     "state_db": "--statedb", "purge": "--purge", "task_events": "-E",
 }
@@ -160,7 +185,8 @@ def _load_app(obj: Any) -> Any:
 @click.option("-Q", "--queues", default=None, help="Comma-separated queues (default: task_default_queue).")
 @click.option("-X", "--exclude-queues", default=None, hidden=True)
 @click.option("-c", "--concurrency", type=click.IntRange(min=1), default=None, help="Concurrent tasks per queue.")
-@click.option("-P", "--pool", default=None, help="threads or gevent (prefork/solo run on threads).")
+@click.option("-P", "--pool", default=None,
+              help="threads, gevent or prefork (-c processes; Celery's default); solo runs on threads.")
 @loglevel_option(default="WARNING", help="Logging level (alias --log-level).")
 @click.option("-n", "--hostname", default=None, help="Worker name (the worker id on the server).")
 @click.option("--time-limit", type=float, default=None, help="Hard time limit for every task (seconds).")
@@ -177,8 +203,10 @@ def _load_app(obj: Any) -> Any:
 @click.option("--heartbeat-interval", default=None, hidden=True)
 @click.option("--prefetch-multiplier", default=None, hidden=True)
 @click.option("--disable-prefetch", is_flag=True, hidden=True)
-@click.option("--max-tasks-per-child", default=None, hidden=True)
-@click.option("--max-memory-per-child", default=None, hidden=True)
+@click.option("--max-tasks-per-child", type=click.IntRange(min=1), default=None,
+              help="-P prefork: replace a child after it ran N tasks.")
+@click.option("--max-memory-per-child", type=click.IntRange(min=1), default=None,
+              help="-P prefork: replace a child once its resident set passes this many KiB (after its task).")
 @click.option("--autoscale", default=None, hidden=True)
 @click.option("-s", "--schedule", "scheduler", default=None, hidden=True)
 @click.option("-S", "--statedb", "state_db", default=None, hidden=True)
@@ -187,7 +215,8 @@ def _load_app(obj: Any) -> Any:
 def worker_command(obj: Any, /, queues: Optional[str], exclude_queues: Optional[str], concurrency: Optional[int],
                    pool: Optional[str], loglevel: str, hostname: Optional[str], time_limit: Optional[float],
                    soft_time_limit: Optional[float], beat: bool, detach: bool, pidfile: Optional[str],
-                   logfile: Optional[str], **harmless: Any) -> None:
+                   logfile: Optional[str], max_tasks_per_child: Optional[int],
+                   max_memory_per_child: Optional[int], **harmless: Any) -> None:
     """Serve the app's tasks and canvases on the given queues until signalled."""
     from sync_worker.runtime.backend import POOL_ENV
 
@@ -202,14 +231,18 @@ def worker_command(obj: Any, /, queues: Optional[str], exclude_queues: Optional[
         if harmless.get(option):
             notices.once(f"cli:{option}", f"{flag} is accepted and ignored (it has no meaning here)")
     name: Optional[str] = (pool or "").lower() or None
-    if name in ("prefork", "processes", "solo", "custom"):
-        notices.once("cli:pool", f"-P {name} runs on threads (no process pool); use -P gevent for greenlets")
+    if name in ("solo", "custom"):
+        notices.once("cli:pool", f"-P {name} runs on threads; use -P prefork for processes, -P gevent for greenlets")
         if name == "solo":
             concurrency = 1
         name = "threads"
     if name == "eventlet":
         raise click.UsageError("-P eventlet is not supported: use -P gevent")
-    resolved = resolve_pool(name)
+    prefork = resolve_pool(name, allow_prefork=True) == PREFORK
+    if not prefork and (max_tasks_per_child or max_memory_per_child):
+        notices.once("cli:recycle", "--max-tasks-per-child / --max-memory-per-child recycle the processes of "
+                                    "-P prefork; ignored on this pool")
+    resolved = "threads" if prefork else resolve_pool(name)
     os.environ[POOL_ENV] = resolved
     app = _load_app(obj)
     if time_limit is not None:
@@ -228,7 +261,11 @@ def worker_command(obj: Any, /, queues: Optional[str], exclude_queues: Optional[
     signals.celeryd_after_setup.send(sender=hostname, instance=None, conf=app.conf)
     if beat:
         _install_beat(app)
-    code = _serve(app, workers, beat)
+    if prefork:
+        code = _serve_prefork(app, workers, concurrency or os.cpu_count() or 1, max_tasks_per_child,
+                              max_memory_per_child)
+    else:
+        code = _serve(app, workers, beat)
     if pidfile and os.path.exists(pidfile):
         os.unlink(pidfile)
     sys.exit(code)

@@ -75,15 +75,21 @@ class WorkerGroup(HostGroup[Worker]):
     it from a test or an embedding.
     """
 
-    def __init__(self, app: Celery, workers: List[Worker]) -> None:
+    def __init__(self, app: Celery, workers: List[Worker], *, process_child: bool = False) -> None:
         super().__init__(workers, start_one_at_a_time=True, name="celery")
         self.app = app
+        #: A ``-P prefork`` child: only the per-process signals (``worker_process_init`` /
+        #: ``worker_process_shutdown``) are sent here; the parent sends ``worker_init`` and
+        #: ``worker_shutdown``, as in Celery's prefork pool.
+        self.process_child = process_child
         self.hostname: Optional[str] = workers[0].worker_id if workers else None
         self._signal_lock = threading.Lock()
         self._sent: List[str] = []
         self._stop_sent: List[str] = []
 
     def _send_once(self, name: str, **kwargs: Any) -> None:
+        if self.process_child and name not in ("worker_process_init", "worker_process_shutdown"):
+            return
         with self._signal_lock:
             if name in self._sent:
                 return
@@ -122,7 +128,7 @@ class WorkerGroup(HostGroup[Worker]):
             send = not self._stop_sent or (cold and "Cold" not in self._stop_sent)
             if send:
                 self._stop_sent.append("Cold" if cold else "Warm")
-        if send:
+        if send and not self.process_child:
             signals.worker_shutting_down.send(sender=self.hostname, sig="SIGTERM", how="Cold" if cold else "Warm",
                                               exitcode=0)
         super().request_stop(cold=cold)

@@ -110,7 +110,7 @@ _RULES: Dict[str, Tuple[str, rules.Rule]] = {
     "WORKFLOW_CONCURRENCY": (E_NUMBER, rules.positive_int),
     "ACTIVITY_POLLERS": (E_NUMBER, rules.positive_int),
     "WORKFLOW_POLLERS": (E_NUMBER, rules.positive_int),
-    "STICKY_CACHE_CAPACITY": (E_NUMBER, rules.non_negative_int),
+    "STICKY_CACHE_CAPACITY": (E_NUMBER, rules.optional_non_negative_int),
     "SHUTDOWN_TIMEOUT": (E_NUMBER, rules.non_negative_seconds),
     "POLL_TIMEOUT": (E_NUMBER, rules.non_negative_seconds),
     "HEARTBEAT_INTERVAL": (E_NUMBER, rules.positive_seconds),
@@ -148,7 +148,7 @@ class WorkerConfig:
     request_timeout: float
     activity_pollers: int = 1
     workflow_pollers: int = 1
-    sticky_cache_capacity: int = 0
+    sticky_cache_capacity: Optional[int] = None
     sources: Dict[str, str] = field(default_factory=dict, compare=False)
 
     def queue(self, name: str) -> Optional[QueueConfig]:
@@ -370,6 +370,7 @@ def get_config(overrides: Optional[Mapping[str, Any]] = None,
         request_timeout=float(merged["REQUEST_TIMEOUT"]),
         activity_pollers=int(merged["ACTIVITY_POLLERS"]),
         workflow_pollers=int(merged["WORKFLOW_POLLERS"]),
-        sticky_cache_capacity=int(merged["STICKY_CACHE_CAPACITY"]),
+        sticky_cache_capacity=(None if merged["STICKY_CACHE_CAPACITY"] is None
+                               else int(merged["STICKY_CACHE_CAPACITY"])),
         sources=sources,
     )

@@ -40,7 +40,7 @@ def app(server: DevServer) -> Iterator[object]:
 
 class WorkerProcess:
     def __init__(self, server: Optional[DevServer], *args: str, log: Path) -> None:
-        env = dict(os.environ)
+        env = dict(os.environ, PROJ_SIGNAL_LOG=str(log.with_suffix(".signals")))
         paths = [str(SAMPLE), str(ROOT), str(ROOT / "integrations" / "celery"), str(ROOT / "integrations" / "django")]
         env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")])
         env.pop("DURABLE_WORKFLOW_SERVER_URL", None)
@@ -91,7 +91,7 @@ def test_worker_command_serves_tasks_and_drains_on_sigterm(app, spawn) -> None:
     from proj.tasks import add, greet, route_me
 
     worker = spawn("-Q", "proj-default,proj-routed", "-c", "4", "-l", "info", "-n", "cli-threads",
-                   "--without-gossip", "--without-mingle", "-P", "prefork", "-B")
+                   "--without-gossip", "--without-mingle", "-P", "solo", "-B")
     worker.wait_running(2)
     assert add.delay(20, 22).get(timeout=30) == 42
     assert greet.delay("cli", greeting="hey").get(timeout=30) == "hey, cli!"
@@ -99,12 +99,40 @@ def test_worker_command_serves_tasks_and_drains_on_sigterm(app, spawn) -> None:
     assert worker.stop(signal.SIGTERM) == 0
     text = worker.text()
     assert "--without-gossip is accepted and ignored" in text
-    assert "-P prefork runs on threads" in text
+    assert "-P solo runs on threads" in text
     assert "pool threads" in text and "deregistered" in text
     # the core runtime's per-task lines, in Celery's wording
     assert "Task proj.tasks.add[" in text and "] received" in text and "succeeded in" in text and ": 42" in text
     assert "beat: server schedule celery-beat-add-every-second installed" in text
     assert app.client.describe_schedule("celery-beat-nightly-greeting").spec["cron_expressions"] == ["30 2 * * *"]
+
+
+def test_prefork_pool_runs_tasks_in_child_processes_and_recycles_them(app, spawn) -> None:
+    from proj.tasks import add
+
+    worker = spawn("-Q", "proj-default", "-c", "2", "-l", "info", "-P", "prefork", "--max-tasks-per-child", "2")
+    worker.wait_running(3)  # two task children and the canvas (workflow) child
+    results = [add.delay(index, 1) for index in range(6)]
+    assert [r.get(timeout=30) for r in results] == [index + 1 for index in range(6)]
+    wait_for(lambda: worker.text().count("recycled (max-tasks-per-child reached (2 task(s)))") >= 2, timeout=20)
+    assert worker.stop(signal.SIGTERM) == 0
+    text = worker.text()
+    assert "prefork pool of 2 process(es)" in text
+    assert "prefork child a0.1 started" in text or "prefork child a1.1 started" in text
+    assert "runs on threads" not in text
+    rows = app.client.list_workers(task_queue="proj-default").workers
+    assert {w.status for w in rows} == {"deregistered"}
+    assert {w.max_concurrent_activity_tasks for w in rows if w.supported_activity_types} == {1}
+    # Celery's prefork signals: worker_init / worker_shutdown once in the parent, the process ones
+    # in every child that started its workers: the two task children, the canvas child and at
+    # least one replacement (6 tasks, at most 2 per child); a replacement still starting when the
+    # SIGTERM came leaves before it sends any
+    fired = [line.split() for line in worker.log.with_suffix(".signals").read_text().splitlines()]
+    parent = str(worker.proc.pid)
+    assert [name for name, pid in fired if pid == parent] == ["worker_init", "worker_shutdown"], fired
+    children = [pid for name, pid in fired if name == "worker_process_init"]
+    assert parent not in children and len(set(children)) == len(children) >= 4, fired
+    assert sorted(pid for name, pid in fired if name == "worker_process_shutdown") == sorted(children), fired
 
 
 def test_gevent_pool_patches_first_and_raises_the_soft_limit(app, spawn) -> None:

@@ -7,10 +7,13 @@ from typing import Any, Dict, List, Optional
 from sync_worker.payloads import envelope
 from tests.unit.devserver._raw import Raw
 
-#: The command contracts of the four ServerParity workflows (only what decides the cursor event).
-SIGNALS_ONLY = {"signals": ["payload"], "queries": [], "updates": []}  # parity.v1.signals (one/repeated-signal)
-WITH_QUERY = {"signals": ["payload"], "queries": ["state"], "updates": []}  # parity.v1.queries (state-queries)
-WITH_UPDATE = {"signals": ["payload"], "queries": [], "updates": ["set_payload"]}  # parity.v1.updates
+#: The command contracts of the four ServerParity workflows (only what decides the cursor event), with
+#: the ``update_validators`` field every Python worker sends (a contract without it leaves the server
+#: unable to tell whether an update is validated: ``update_validator_contract_missing``).
+SIGNALS_ONLY = {"signals": ["payload"], "queries": [], "updates": [], "update_validators": []}  # parity.v1.signals
+WITH_QUERY = {"signals": ["payload"], "queries": ["state"], "updates": [], "update_validators": []}  # state-queries
+WITH_UPDATE = {"signals": ["payload"], "queries": [], "updates": ["set_payload"],
+               "update_validators": []}  # parity.v1.updates
 
 WAIT = {"type": "open_condition_wait", "condition_key": "payload:0", "condition_definition_fingerprint": "sha256:f0"}
 

@@ -13,8 +13,7 @@ from sync_worker.payloads import decode_envelope, envelope
 from tests.unit.devserver._raw import Raw
 
 FORBIDDEN_CAPABILITIES = ("activity_lease_renewal", "query_task_authority", "cooperative_cancellation",
-                          "update_validation_tasks", "observability_context",
-                          "runtime_external_payload_transport")
+                          "observability_context", "runtime_external_payload_transport")
 
 
 @pytest.fixture
@@ -58,6 +57,8 @@ def test_cluster_info_advertises_only_what_exists(raw: Raw) -> None:
     assert not any(key in caps for key in FORBIDDEN_CAPABILITIES)
     assert caps["sticky_execution"]["supported"] is True  # devserver/sticky.py
     assert "upsert_memo" in caps["supported_workflow_task_commands"] and caps["workflow_memo_updates"]["supported"]
+    # synchronous pre-accept update validation (devserver/update_validation.py)
+    assert caps["update_validation_tasks"] is True and caps["synchronous_update_validation"]["supported"] is True
 
 
 def test_poll_request_id_replays_the_same_lease(raw: Raw) -> None:

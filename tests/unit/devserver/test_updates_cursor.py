@@ -19,7 +19,7 @@ from sync_worker.devserver import DevServer
 from sync_worker.payloads import decode_envelope, envelope
 from tests.unit.devserver._raw import Raw
 
-CONTRACT = {"queries": [], "signals": ["finish"], "updates": ["set_payload"]}
+CONTRACT = {"queries": [], "signals": ["finish"], "updates": ["set_payload"], "update_validators": []}
 
 
 @pytest.fixture

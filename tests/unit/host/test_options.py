@@ -55,9 +55,9 @@ def test_options_are_frozen_and_replace_validates() -> None:
     ("max_concurrent_activity_tasks", 0, "must be a positive int, 'adaptive' or a dict of adaptive knobs"),
     ("max_concurrent_activity_tasks", "lots", "must be a positive int, 'adaptive' or a dict of adaptive knobs"),
     ("max_concurrent_activity_task_polls", 1.5, "must be a positive int"),
-    ("pool", "prefork", "must be 'threads' or 'gevent'"),
+    ("pool", "eventlet", "must be 'threads', 'gevent' or 'prefork'"),
     ("task_queue", "", "must be a non-empty string or None"),
-    ("sticky_cache_capacity", -1, "must be an int of at least 0"),
+    ("sticky_cache_capacity", -1, "must be an int of at least 0 (or unset for the default)"),
     ("sticky_cache_ttl_seconds", 7200, "must be a whole number of seconds from 1 to 3600"),
     ("workflows", "MyWorkflow", "must be a list"),
 ])

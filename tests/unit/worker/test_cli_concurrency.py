@@ -111,3 +111,14 @@ def test_poller_counts_are_fixed_once_the_worker_runs() -> None:
     finally:
         worker.stop()
         runner.join(10)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("-P", "prefork", "-c", "adaptive"), "-P prefork takes a number of processes"),
+    (("-P", "prefork", "--autoscale", "4,1"), "-P prefork takes a number of processes"),
+    (("-P", "threads", "--max-tasks-per-child", "5"), "recycle the children of -P prefork"),
+    (("--max-memory-per-child", "1000"), "recycle the children of -P prefork"),
+])
+def test_prefork_flags_are_checked_before_the_target_loads(args: tuple, message: str) -> None:
+    code, output = invoke(f"{T}:ready_worker", *args)
+    assert code == EXIT_USAGE and message in output, output

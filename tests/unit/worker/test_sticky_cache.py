@@ -8,7 +8,13 @@ import pytest
 
 from sync_worker import payloads, workflow
 from sync_worker.worker import Worker
-from sync_worker.worker.sticky import FIRST_PAGE_TOKEN, StickyWorkflowCache, check_sticky_support, run_sticky_task
+from sync_worker.worker.sticky import (
+    DEFAULT_STICKY_CACHE_CAPACITY,
+    FIRST_PAGE_TOKEN,
+    StickyWorkflowCache,
+    check_sticky_support,
+    run_sticky_task,
+)
 from sync_worker.workflow import WorkflowRegistry
 
 
@@ -132,6 +138,40 @@ def test_options_are_validated_and_the_server_must_advertise_support() -> None:
         check_sticky_support(cache, {"query_tasks": True})
     check_sticky_support(cache, {"sticky_execution": {"supported": True}})
     check_sticky_support(StickyWorkflowCache(0), {})
+
+
+def test_on_by_default_and_off_on_a_server_without_sticky_unless_asked(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 29: a worker left at its defaults keeps runs between tasks; against a server that
+    does not advertise sticky execution that default turns itself off (one INFO line), while an
+    explicit capacity there stays a start-up error."""
+    assert Worker(NoSticky(), task_queue="q", workflows=[Steps], pool="threads").sticky_cache.capacity == (
+        DEFAULT_STICKY_CACHE_CAPACITY)
+    assert not Worker(NoSticky(), task_queue="q", workflows=[Steps], sticky_cache_capacity=0,
+                      pool="threads").sticky_cache.enabled
+    default = StickyWorkflowCache(None)
+    assert default.enabled and not default.explicit
+    with caplog.at_level("INFO", logger="sync_worker.worker.sticky"):
+        check_sticky_support(default, {"query_tasks": True})
+    assert not default.enabled and "sticky workflow cache off" in caplog.text
+    with pytest.raises(RuntimeError, match="sticky_execution"):
+        check_sticky_support(StickyWorkflowCache(DEFAULT_STICKY_CACHE_CAPACITY), {})
+
+
+def test_memory_pressure_sheds_the_older_half() -> None:
+    pressure = {"on": False}
+    cache = StickyWorkflowCache(8, 1 << 20, 60, pressure=lambda: pressure["on"])
+    history = _history(1)
+    for run in ("a", "b", "c", "d"):
+        _run(cache, _task(run), history[:1], history)
+    assert cache.metrics()["entries"] == 4 and cache.pressure_evictions == 0
+    pressure["on"] = True  # the activity admission gate defers for memory
+    _run(cache, _task("e"), history[:1], history)
+    assert cache.metrics()["entries"] == 3 and cache.pressure_evictions == 2  # a, b shed; e kept
+    pressure["on"] = False
+    _, loads = _run(cache, _task("a", sticky_replay_mode="sticky_hit_expected"), history[1:2], history)
+    assert loads == [None, FIRST_PAGE_TOKEN]  # a shed run replays cold from its full history
+    _, loads = _run(cache, _task("d", sticky_replay_mode="sticky_hit_expected"), history[1:3], history)
+    assert loads == [None] and cache.metrics()["hit"] == 1  # a kept one resumes
 
 
 def test_the_completion_claim_has_what_the_real_server_validates() -> None:

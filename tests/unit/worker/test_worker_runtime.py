@@ -319,3 +319,27 @@ def test_typed_capacity_backpressure_waits_the_server_delay_without_backoff() ->
     # poll 1 failed (503) -> back-off in [0.5, 1]; poll 2 refused (429) -> exactly 1 s
     assert 0.45 <= starts[1] - starts[0] <= 1.3
     assert 0.95 <= starts[2] - starts[1] <= 1.3
+
+
+def test_a_worker_with_update_validators_refuses_a_server_that_cannot_validate() -> None:
+    from sync_worker import workflow
+
+    @workflow.defn(name="unit.runtime.validated")
+    class Validated:
+        @workflow.update("set")
+        def set(self, value: int) -> int:
+            return value
+
+        @set.validator
+        def check(self, value: int) -> None:
+            pass
+
+        def run(self, ctx: Any) -> Any:
+            return None
+
+    client = FakeClient()  # advertises no synchronous update validation
+    worker = Worker(client, task_queue="q", workflows=[Validated])
+    with pytest.raises(RuntimeError, match="this worker declares update validators, but the server does not "
+                                           "advertise synchronous pre-accept update validation"):
+        worker.run()
+    assert "register" not in client.names() and worker.state is WorkerState.FAILED

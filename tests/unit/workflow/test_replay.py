@@ -488,8 +488,8 @@ def test_undecodable_and_json_tagged_payloads_are_refused() -> None:
 
 
 def test_unsupported_history_features_are_refused() -> None:
-    with pytest.raises(UnsupportedReplayHistory, match="SelectionResolved"):
-        replay(Sequence, [started(), ev("SelectionResolved", selection_group_id="g")], ["x"])
+    with pytest.raises(UnsupportedReplayHistory, match="ServiceCallStarted"):
+        replay(Sequence, [started(), ev("ServiceCallStarted", sequence=1)], ["x"])
 
 
 def test_duplicate_terminal_events_are_skipped() -> None:

@@ -260,3 +260,36 @@ class GeventCommandProcessTests(CommandProcessTests):
         self.assertIn("on pool gevent", worker.output())
         worker.proc.send_signal(signal.SIGTERM)
         self.assertEqual(worker.wait_exit(30), 0, worker.output())
+
+
+@tag("process")
+class PreforkCommandProcessTests(CommandProcessTests):
+    """The same process tests with ``-P prefork``: two activity processes and the workflow process
+    under a supervising parent (signals go to the parent only: the test starts a new session)."""
+
+    pool = "prefork"
+
+    def test_activities_run_in_children_and_django_connections_do_not_cross_the_fork(self):
+        worker = self.launch("--max-tasks-per-child", "1")
+        self.assertIn("on pool prefork (2 process(es)", worker.output())
+        code, body = worker.probe("readyz")
+        self.assertEqual(code, 200, body)
+        self.assertEqual(sorted(c["tag"] for c in body["pool"]["children"]), ["a0.0", "a1.0", "w0.0"])
+        pids = {w["pid"] for w in body["workers"]}
+        self.assertEqual(len(pids), 3)
+        self.assertNotIn(worker.proc.pid, pids)
+        orders = [Order.objects.create(customer=f"fork-{index}") for index in range(3)]
+        handles = [self.durable_client.start_workflow("shop.slow_touch", order.pk, 0.2, task_queue="shop")
+                   for order in orders]
+        for handle in handles:
+            handle.result(timeout=60)
+        for order in orders:
+            order.refresh_from_db()
+            self.assertEqual(order.status, "touched")  # each child opened its own database connection
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and worker.output().count("recycled (max-tasks-per-child") < 3:
+            time.sleep(0.1)
+        self.assertGreaterEqual(worker.output().count("recycled (max-tasks-per-child"), 3, worker.output())
+        worker.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(worker.wait_exit(60), 0, worker.output())
+        self.assertNotIn("threads run in the parent before the fork", worker.output())

@@ -61,7 +61,7 @@ class SettingsTests(SimpleTestCase):
             "sync_worker.E004": {**BASE, "TOKEN": ""},
             "sync_worker.E005": {**BASE, "NAMESPACE": ""},
             "sync_worker.E006": {**BASE, "TASK_QUEUES": "shop"},
-            "sync_worker.E007": {**BASE, "POOL": "processes"},
+            "sync_worker.E007": {**BASE, "POOL": "eventlet"},
             "sync_worker.E008": {**BASE, "CONCURRENCY": 0},
             "sync_worker.E008 pollers": {**BASE, "ACTIVITY_POLLERS": 0},
             "sync_worker.E008 sticky": {**BASE, "STICKY_CACHE_CAPACITY": -1},
@@ -91,7 +91,7 @@ class SettingsTests(SimpleTestCase):
         self.assertEqual([(m.id, m.is_serious()) for m in messages], [("sync_worker.W002", False)])
 
     def test_django_check_framework_reports_the_ids(self):
-        with override_settings(SYNC_WORKER={**BASE, "POOL": "prefork", "TASK_QUEUES": []}), \
+        with override_settings(SYNC_WORKER={**BASE, "POOL": "eventlet", "TASK_QUEUES": []}), \
                 mock.patch.dict("os.environ", {"DURABLE_WORKFLOW_SERVER_URL": ""}):
             messages = checks.run_checks(tags=["sync_worker"])
         found = sorted(m.id for m in messages)

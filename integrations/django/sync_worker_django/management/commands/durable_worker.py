@@ -2,7 +2,7 @@
 
 Flags (each overrides ``settings.SYNC_WORKER`` and the environment variables):
 ``-Q/--queues a,b`` task queues (one worker each), ``-c/--concurrency`` activity slots,
-``--workflow-concurrency`` workflow slots, ``-P/--pool threads|gevent``, ``-l/--loglevel``
+``--workflow-concurrency`` workflow slots, ``-P/--pool threads|gevent|prefork``, ``-l/--loglevel``
 (default: from ``--verbosity``), ``--shutdown-timeout`` seconds, ``--health-port``
 (``/healthz`` and ``/readyz``; 0 picks a free port), ``--server-url`` (alias ``--server``), ``--namespace``,
 ``--reload`` (development: restart on code changes), ``--no-autodiscover``.
@@ -13,6 +13,10 @@ within the shutdown timeout, deregister), second cold, SIGQUIT cold; exit 0 clea
 1 failed, 2 configuration error, 3 drain incomplete, 4 cold stop.
 
 ``-P gevent`` re-executes the command in a fresh interpreter patched before Django loads.
+``-P prefork`` (or ``SYNC_WORKER['POOL'] = "prefork"``) runs ``-c`` worker processes (default: one
+per CPU) under a supervising parent, with ``--max-tasks-per-child`` / ``--max-memory-per-child``
+recycling; Django's database connections are closed before every fork
+(:mod:`sync_worker.host.prefork`, docs/pools.md).
 """
 
 from __future__ import annotations
@@ -52,8 +56,13 @@ class Command(BaseCommand):
                             help="Activity pollers per queue (ACTIVITY_POLLERS; default 1).")
         parser.add_argument("--workflow-pollers", type=int, default=None,
                             help="Workflow-task pollers per queue (WORKFLOW_POLLERS; default 1).")
-        parser.add_argument("-P", "--pool", choices=["threads", "gevent"], default=None,
-                            help="Concurrency pool (default: SYNC_WORKER['POOL'], else threads).")
+        parser.add_argument("-P", "--pool", choices=["threads", "gevent", "prefork"], default=None,
+                            help="Concurrency pool (default: SYNC_WORKER['POOL'], else threads); prefork: -c "
+                                 "processes (default one per CPU).")
+        parser.add_argument("--max-tasks-per-child", type=int, default=None,
+                            help="-P prefork: replace a child process after it ran N activities.")
+        parser.add_argument("--max-memory-per-child", type=int, default=None, metavar="KIB",
+                            help="-P prefork: replace a child once its resident set passes KIB kilobytes.")
         parser.add_argument("-l", "--loglevel", "--log-level", dest="loglevel", default=None,
                             help="Logging level (default: from --verbosity).")
         parser.add_argument("--shutdown-timeout", type=float, default=None,
@@ -110,12 +119,40 @@ class Command(BaseCommand):
                 raise CommandError(str(error), returncode=EXIT_USAGE)
         overrides["POOL"] = pool
         self._configure_logging(options)
+        if pool == "prefork":
+            sys.exit(self._serve_prefork(overrides, options))
         if options.get("reload"):
             from django.utils import autoreload
 
             autoreload.run_with_reloader(self._run_reloading, overrides=overrides, options=options)
             return
+        for flag in ("max_tasks_per_child", "max_memory_per_child"):
+            if options.get(flag) is not None:
+                raise CommandError(f"--{flag.replace('_', '-')} recycles the processes of -P prefork",
+                                   returncode=EXIT_USAGE)
         sys.exit(self._serve(overrides, options))
+
+    def _serve_prefork(self, overrides: Dict[str, Any], options: Dict[str, Any]) -> int:
+        from sync_worker.host.prefork import serve_prefork
+
+        for flag in ("concurrency", "max_tasks_per_child", "max_memory_per_child"):
+            if options.get(flag) is not None and int(options[flag]) < 1:
+                raise CommandError(f"--{flag.replace('_', '-')} must be at least 1", returncode=EXIT_USAGE)
+        if options.get("reload"):
+            raise CommandError("--reload runs one process; drop -P prefork while developing", returncode=EXIT_USAGE)
+        group = self._build(overrides, options)
+        processes = int(options.get("concurrency") or os.cpu_count() or 1)
+        queues = ", ".join(w.task_queue for w in group.workers)
+        self.stdout.write(f"durable_worker: serving {queues} on pool prefork ({processes} process(es), "
+                          f"pid {os.getpid()})")
+        self.stdout.flush()
+        memory = options.get("max_memory_per_child")
+        code = serve_prefork(group.workers, processes=processes, max_tasks_per_child=options.get("max_tasks_per_child"),
+                             max_memory_per_child=int(memory) * 1024 if memory else None,
+                             health_port=get_config(overrides).health_port, log=logger)
+        self.stdout.write(f"durable_worker: stopped (exit {code})")
+        self.stdout.flush()
+        return code
 
     def _build(self, overrides: Dict[str, Any], options: Dict[str, Any]) -> WorkerGroup[Worker]:
         discovered = Discovered() if options.get("no_autodiscover") else autodiscover(

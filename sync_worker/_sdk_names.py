@@ -1,0 +1,54 @@
+"""The published SDK's top-level names that ``sync_worker`` provides with the same meaning.
+
+``from durable_workflow import RetryPolicy, ActivityInfo, ScheduleSpec`` survives the import swap
+to ``from sync_worker import ...``: each name here is loaded on first use from the module that
+defines it (importing ``sync_worker`` stays light). The SDK's names we do not provide are listed,
+with the reason, in docs/interop.md ("SDK names we do not provide"); a test compares
+``dir(durable_workflow)`` with both.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+_BY_MODULE: Dict[str, Tuple[str, ...]] = {
+    "sync_worker.activity": ("ActivityContext", "ActivityInfo", "ActivityRetryInfo"),
+    "sync_worker.interceptors": (
+        "ActivityHandler", "QueryTaskHandler", "QueryTaskInterceptorContext", "WorkflowTaskHandler",
+        "WorkflowTaskInterceptorContext"),
+    "sync_worker.workflow": (
+        "ActivityRetryPolicy", "CancellationPolicy", "ChildWorkflowRetryPolicy", "ContinueAsNew", "MessageStream",
+        "MessageStreamMessage", "ParentClosePolicy", "Replayer", "Saga", "StartChildWorkflow", "replay",
+        "SelectionResult", "DurableOperationHandle", "WorkflowStreamAppendItem", "WorkflowStreamAppendResult",
+        "WorkflowStreamDescription", "WorkflowStreamItem", "WorkflowStreamPage"),
+    "sync_worker.client": (
+        "BridgeAdapterOutcome", "NamespaceDescription", "NamespaceList", "ScheduleAction", "ScheduleBackfillResult",
+        "ScheduleDescription", "ScheduleHandle", "ScheduleHistoryEvent", "ScheduleHistoryPage", "ScheduleList",
+        "ScheduleSpec", "ScheduleTriggerResult", "SearchAttributeList", "StandaloneActivityExecution",
+        "StandaloneActivityHandle", "StandaloneActivityList", "StoragePayloadTestResult", "StorageTestResult",
+        "TaskQueueAdmission", "TaskQueueBuildIdCohort", "TaskQueueBuildIdRollout", "TaskQueueBuildIdRolloutState",
+        "TaskQueueDescription", "TaskQueueList", "TaskQueueQueryAdmission", "TaskQueueTaskAdmission",
+        "TransportRetryPolicy", "WorkflowCommandResult", "WorkflowList", "WorkflowRun", "WorkflowRunList"),
+    "sync_worker.errors": (
+        "DuplicateRegistrationError", "InvalidArgument", "InvalidWorkflowDefinition", "NamespaceNotFound",
+        "QueryTaskAuthorityLost", "RuntimeCapabilityUnsupported", "RuntimeDiscoveryUnavailable",
+        "SagaCompensationFailed", "ScheduleAlreadyExists", "ScheduleListError", "ScheduleNotFound", "UpdateFailed",
+        "UpdateRejected", "WorkflowEntryArgumentsMismatchError", "WorkflowPayloadDecodeError",
+        "UpdateValidationFailed", "DurableOperationCancelled"),
+    "sync_worker.worker": ("MetricsRecorder", "NoopMetrics"),
+    "sync_worker.worker.prometheus": ("PrometheusMetrics",),
+}
+
+#: name -> (module, attribute or None for the module itself)
+SDK_NAMES: Dict[str, Tuple[str, Optional[str]]] = {
+    name: (module, name) for module, names in _BY_MODULE.items() for name in names
+}
+# the SDK's alias: its RetryPolicy *is* TransportRetryPolicy (HTTP transport retries)
+SDK_NAMES["RetryPolicy"] = ("sync_worker.client", "TransportRetryPolicy")
+# the SDK's submodules reachable as attributes, where ours has the same role
+SDK_NAMES.update({
+    "client": ("sync_worker.client", None),
+    "interceptors": ("sync_worker.interceptors", None),
+    "testing": ("sync_worker.testing", None),
+    "worker": ("sync_worker.worker", None),
+})
