@@ -32,9 +32,10 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 THRESHOLD = 0.90
 #: The CI leg's ratchet until THRESHOLD is reached (issue 32): at least this many of real Celery's
-#: passes must pass here. Measured 2026-12-02: 123 (of 203), in a run that hung before 38 of them;
-#: raise it as the facade improves, replace it by THRESHOLD once that is met.
-FLOOR = 110
+#: passes must pass here. Measured 2026-12-02: 138 of 203 (146 of 221 tests; one run in three parts,
+#: a test hung before the per-test limit existed); raise it as the facade improves, replace it by
+#: THRESHOLD once that is met.
+FLOOR = 130
 TEST_FILES = ["t/integration/test_canvas.py", "t/integration/test_tasks.py"]
 
 sys.path.insert(0, str(HERE))
