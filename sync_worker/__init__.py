@@ -130,5 +130,5 @@ __all__ = [
     "errors",
     "payloads",
     "workflow",
-    *sorted(set(SDK_NAMES) - {"client", "interceptors", "testing", "worker"}),
+    *sorted(set(SDK_NAMES) - {"client", "external_storage", "interceptors", "testing", "worker"}),
 ]

@@ -34,8 +34,17 @@ _BY_MODULE: Dict[str, Tuple[str, ...]] = {
         "QueryTaskAuthorityLost", "RuntimeCapabilityUnsupported", "RuntimeDiscoveryUnavailable",
         "SagaCompensationFailed", "ScheduleAlreadyExists", "ScheduleListError", "ScheduleNotFound", "UpdateFailed",
         "UpdateRejected", "WorkflowEntryArgumentsMismatchError", "WorkflowPayloadDecodeError",
-        "UpdateValidationFailed", "DurableOperationCancelled"),
+        "UpdateValidationFailed", "DurableOperationCancelled", "ExternalPayloadError", "ExternalPayloadExpired",
+        "ExternalPayloadIntegrityError", "ExternalPayloadIntegrityMismatch", "ExternalPayloadNotFound",
+        "ExternalPayloadOversized", "ExternalPayloadUnauthorized", "ExternalPayloadUnavailable",
+        "ExternalPayloadUnsupported"),
     "sync_worker.worker": ("MetricsRecorder", "NoopMetrics"),
+    "sync_worker.external_storage": (
+        "AzureBlobExternalStorage", "EXTERNAL_PAYLOAD_REFERENCE_SCHEMA", "ExternalPayloadCache",
+        "ExternalPayloadReference", "ExternalPayloadStoragePolicy", "ExternalStorageDriver", "GCSExternalStorage",
+        "LocalFilesystemExternalStorage", "S3ExternalStorage", "delete_external_payload",
+        "external_storage_driver_from_policy", "external_storage_envelope", "fetch_external_payload",
+        "store_external_payload"),
     "sync_worker.worker.prometheus": ("PrometheusMetrics",),
 }
 
@@ -48,6 +57,7 @@ SDK_NAMES["RetryPolicy"] = ("sync_worker.client", "TransportRetryPolicy")
 # the SDK's submodules reachable as attributes, where ours has the same role
 SDK_NAMES.update({
     "client": ("sync_worker.client", None),
+    "external_storage": ("sync_worker.external_storage", None),
     "interceptors": ("sync_worker.interceptors", None),
     "testing": ("sync_worker.testing", None),
     "worker": ("sync_worker.worker", None),

@@ -35,12 +35,17 @@ __all__ = [
 
 @dataclass(frozen=True)
 class WorkflowTaskInterceptorContext:
-    """One leased workflow task (``task`` is the poll response, first history page included)."""
+    """One leased workflow task (``task`` is the poll response, first history page included).
+
+    ``observability_supported`` (as in the published SDK): the server keeps and hands back the
+    W3C trace-context carrier (``task["observability_context"]``, ``task["observability_links"]``).
+    """
 
     worker_id: str
     task_queue: str
     task: Mapping[str, Any]
     namespace: Optional[str] = None
+    observability_supported: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,7 @@ class ActivityInterceptorContext:
     activity_type: str
     args: Tuple[Any, ...]
     namespace: Optional[str] = None
+    observability_supported: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,7 @@ class QueryTaskInterceptorContext:
     task_queue: str
     task: Mapping[str, Any]
     namespace: Optional[str] = None
+    observability_supported: bool = False
 
 
 #: ``next`` of ``execute_workflow_task``: loads the history, replays, returns the outcome.

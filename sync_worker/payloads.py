@@ -391,6 +391,8 @@ def decode_envelope(payload: object, *, codec: Optional[str] = None) -> Any:
     if isinstance(payload, dict):
         if "codec" not in payload or payload.get("codec") != CODEC:
             raise UnsupportedPayloadCodec(payload.get("codec"))
+        if "blob" not in payload and "external_storage" in payload:
+            raise _unread_reference(payload)
         return decode(payload.get("blob"))  # type: ignore[arg-type]
     if isinstance(payload, str):
         if codec != CODEC:
@@ -400,6 +402,21 @@ def decode_envelope(payload: object, *, codec: Optional[str] = None) -> Any:
         f"invalid_payload_framing: expected an envelope object or blob string, not {type(payload).__name__}",
         reason="invalid_payload_framing",
     )
+
+
+def _unread_reference(payload: Dict[str, Any]) -> Exception:
+    """The typed error of a ``{codec, external_storage}`` envelope that reached a decoder unread."""
+    error = getattr(payload, "error", None)  # an UnresolvedReference: its fetch failed
+    if error is not None:
+        return error.copy()  # type: ignore[no-any-return]
+    from .errors.external_payloads import ExternalPayloadUnsupported
+
+    uri = payload.get("external_storage", {}).get("uri") if isinstance(payload.get("external_storage"), dict) \
+        else None
+    return ExternalPayloadUnsupported(
+        "external_payload_unsupported: this payload is stored externally and no external_storage driver is "
+        "configured (Client(external_storage=...) / Worker(external_storage=...); docs/external-storage.md)",
+        uri=uri)
 
 
 def decode_arguments(payload: object, *, codec: Optional[str] = None) -> List[Any]:

@@ -27,6 +27,7 @@ SDK_MODULES = [
     "interop/test_devserver_restart.py",
     "interop/test_import_swap.py",
     "interop/test_mixed_workers.py",
+    "interop/test_otel_sdk_trace.py",
     "interop/test_payload_sdk_roundtrip.py",
     "interop/test_sdk_control_plane.py",
     "interop/test_sdk_end_to_end.py",

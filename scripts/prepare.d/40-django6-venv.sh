@@ -16,7 +16,8 @@ import configparser
 config = configparser.ConfigParser()
 config.read("setup.cfg")
 core = [line.strip() for line in config["options"]["install_requires"].splitlines() if line.strip()]
-print("\n".join(core + ["Django>=6.0,<7", "psycopg[binary]>=3.1", "gevent>=22.10"]))
+# sentry-sdk: projecttests/test_sentry_command.py (its local ingest endpoint reads envelopes with it)
+print("\n".join(core + ["Django>=6.0,<7", "psycopg[binary]>=3.1", "gevent>=22.10", "sentry-sdk>=2.0"]))
 PY
 )
 if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.sync-worker-reqs" 2>/dev/null)" = "$reqs" ] \

@@ -8,7 +8,9 @@ take their connection and logging flags from here, so each flag has one document
   ``--namespace``: each falls back to its ``DURABLE_WORKFLOW_*`` variable, read by
   :meth:`sync_worker.host.ClientOptions.from_env` (never by click, so the environment is read
   in one place and a flag given on the command line is known as such);
-* ``-l/--loglevel`` (alias ``--log-level``);
+* ``-l/--loglevel`` (alias ``--log-level``) and ``--log-format text|json`` (env
+  ``SYNC_WORKER_LOG_FORMAT``; json: one object per line with the task's ids,
+  :mod:`sync_worker.runtime.log_context`);
 * ``-c/--concurrency N|adaptive`` and ``--autoscale MAX,MIN`` (:class:`ConcurrencyParam`,
   :func:`autoscale_bounds`); ``-P/--pool`` (:func:`resolve_pool`, ``prefork`` where the door
   allows it) and the prefork pool's ``--max-tasks-per-child`` / ``--max-memory-per-child``
@@ -35,6 +37,7 @@ __all__ = [
     "autoscale_bounds",
     "configure_logging",
     "import_target",
+    "log_format_option",
     "loglevel_option",
     "namespace_option",
     "prefork_options",
@@ -62,20 +65,61 @@ def namespace_option(*, help: Optional[str] = None) -> Callable[[F], F]:
     return click.option("--namespace", default=None, help=help or f"Namespace (env {NAMESPACE_ENV}).")
 
 
+LOG_FORMAT_ENV = "SYNC_WORKER_LOG_FORMAT"
+
+
 def loglevel_option(*, default: str = "INFO", help: Optional[str] = None) -> Callable[[F], F]:
-    """``-l/--loglevel LEVEL`` (alias ``--log-level``); the parameter is ``loglevel``."""
-    return click.option("-l", "--loglevel", "--log-level", "loglevel", default=default, show_default=True,
-                        help=help or "Logging level (DEBUG, INFO, WARNING, ERROR); the same -l/--loglevel on "
-                                     "every command.")
+    """``-l/--loglevel LEVEL`` (alias ``--log-level``; the parameter is ``loglevel``) and ``--log-format``.
+
+    ``--log-format text|json`` comes with it on every command (:func:`log_format_option`).
+    """
+    level = click.option("-l", "--loglevel", "--log-level", "loglevel", default=default, show_default=True,
+                         help=help or "Logging level (DEBUG, INFO, WARNING, ERROR); the same -l/--loglevel on "
+                                      "every command.")
+
+    def both(fn: F) -> F:
+        return level(log_format_option()(fn))
+
+    return both
+
+
+def _remember_log_format(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[str]:
+    # Kept in the environment, where configure_logging reads it and where the processes a command
+    # starts (the --reload child, a gevent re-exec) find it too.
+    if value:
+        os.environ[LOG_FORMAT_ENV] = value.lower()
+    return value
+
+
+def log_format_option() -> Callable[[F], F]:
+    """``--log-format text|json`` (env ``SYNC_WORKER_LOG_FORMAT``), read by :func:`configure_logging`."""
+    return click.option("--log-format", type=click.Choice(["text", "json"], case_sensitive=False), default=None,
+                        envvar=LOG_FORMAT_ENV, show_envvar=True, expose_value=False, is_eager=True,
+                        callback=_remember_log_format,
+                        help="text (default; the per-task lines in Celery's wording) or json: one JSON object "
+                             "per line with the task's ids.")
 
 
 def configure_logging(loglevel: str, *, format: str = "%(asctime)s %(levelname)s %(name)s: %(message)s",
-                      handlers: Optional[List[logging.Handler]] = None) -> int:
-    """Configure the root logger of a command's process at ``loglevel``; a usage error for an unknown level."""
+                      handlers: Optional[List[logging.Handler]] = None, log_format: Optional[str] = None) -> int:
+    """Configure the root logger of a command's process at ``loglevel``; a usage error for an unknown level.
+
+    ``log_format`` ``json`` (default: ``$SYNC_WORKER_LOG_FORMAT``, else text) prints one JSON object
+    per line on every handler; text uses ``format``.
+    """
+    from ..runtime.log_context import formatter_for
+
     level = logging.getLevelName(str(loglevel).upper())
     if not isinstance(level, int):
         raise click.UsageError(f"unknown log level {loglevel!r}")
-    logging.basicConfig(level=level, format=format, handlers=handlers)
+    try:
+        formatter = formatter_for(log_format or os.environ.get(LOG_FORMAT_ENV), format)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
+    handlers = list(handlers) if handlers else [logging.StreamHandler()]
+    for handler in handlers:
+        handler.setFormatter(formatter)
+    logging.basicConfig(level=level, handlers=handlers)
     return level
 
 

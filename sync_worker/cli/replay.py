@@ -87,19 +87,30 @@ def _is_workflow(obj: Any) -> bool:
                                     f"{DEFAULT_SERVER}); --server and -s are aliases.")
 @token_option()
 @namespace_option()
+@click.option("--external-storage", default=None, envvar="SYNC_WORKER_EXTERNAL_STORAGE",
+              help="Where payloads recorded as references are (file:///dir, a directory or s3://bucket/prefix; "
+                   "env SYNC_WORKER_EXTERNAL_STORAGE).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def replay_command(targets: Tuple[str, ...], history_paths: Tuple[str, ...], workflow_ids: Tuple[str, ...],
                    run_id: Optional[str], query: Optional[str], workflow_type: Optional[str], status: Optional[str],
                    limit: Optional[int], server_url: Optional[str], token: Optional[str], namespace: Optional[str],
-                   as_json: bool) -> None:
+                   external_storage: Optional[str], as_json: bool) -> None:
     """Replay recorded histories against the current workflow code; non-zero exit on non-determinism."""
     from ..workflow.replay_check import Replayer
 
     classes: List[type] = []
     for target in targets:
         classes.extend(cls for cls in workflow_classes(target) if cls not in classes)
+    driver = None
+    if external_storage:
+        from ..host import values
+
+        try:
+            driver = values.external_storage(external_storage, True)
+        except values.Invalid as error:
+            raise click.UsageError(f"--external-storage {error}") from None
     try:
-        replayer = Replayer(workflows=classes)
+        replayer = Replayer(workflows=classes, external_storage=driver)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
     from_server = bool(workflow_ids or query or workflow_type or status)

@@ -171,7 +171,10 @@ class Client(
     * ``tls_context`` (an ``ssl.SSLContext``) is used as given for every HTTPS connection: its
       CAs, client certificate and hostname checks decide (requests' CA bundle is not added).
       ``verify=`` (a CA bundle path, or ``False``) is the short form.
-    * ``external_storage*`` are the SDK's; only ``None`` is accepted (not supported).
+    * ``external_storage`` (an ``ExternalStorageDriver``), ``external_storage_threshold_bytes`` and
+      ``external_storage_cache`` (an ``ExternalPayloadCache``) are the SDK's: payloads whose blob is
+      over the threshold are stored and travel as references; references in answers (results,
+      describe, history) are fetched, verified by sha256 and decoded (docs/external-storage.md).
     """
 
     def __init__(
@@ -197,9 +200,6 @@ class Client(
         max_body_bytes: int = 64 * 1024 * 1024,
         worker_plane_transport: str = "stdlib",
     ) -> None:
-        if external_storage is not None or external_storage_cache is not None or \
-                external_storage_threshold_bytes is not None:
-            raise ValueError("external payload storage is not supported by sync_worker")
         if retry_policy is not None:
             transport_retries = int(getattr(retry_policy, "max_attempts", transport_retries))
         super().__init__(
@@ -207,7 +207,9 @@ class Client(
             timeout=timeout, connect_timeout=connect_timeout, failure_report_limit_bytes=failure_report_limit_bytes,
             max_connections=max_connections, transport_retries=transport_retries, verify=verify, metrics=metrics,
             max_body_bytes=max_body_bytes, tls_context=tls_context,
-            worker_plane_transport=worker_plane_transport,
+            worker_plane_transport=worker_plane_transport, external_storage=external_storage,
+            external_storage_threshold_bytes=external_storage_threshold_bytes,
+            external_storage_cache=external_storage_cache,
         )
         self.retry_policy = retry_policy
         if retry_policy is not None:

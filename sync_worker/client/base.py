@@ -15,6 +15,8 @@ from urllib.parse import quote, urlsplit
 
 from .. import errors
 from ..cancel import CancelToken
+from ..external_storage.wire import PayloadOffload
+from ..instrumentation import ClientCall, observe_client_call
 from ..protocol.versions import (
     CONTROL_PLANE_VERSION,
     CONTROL_PLANE_VERSION_HEADER,
@@ -66,6 +68,9 @@ class ClientBase:
         tls_context: Optional[ssl.SSLContext] = None,
         max_body_bytes: int = 64 * 1024 * 1024,
         worker_plane_transport: str = "stdlib",
+        external_storage: Any = None,
+        external_storage_threshold_bytes: Optional[int] = None,
+        external_storage_cache: Any = None,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -114,6 +119,37 @@ class ClientBase:
         )
         self._cluster_info: Optional[Dict[str, Any]] = None
         self._cluster_lock = threading.Lock()
+        self._offload: Optional[PayloadOffload] = None
+        self.configure_external_storage(external_storage, external_storage_threshold_bytes, external_storage_cache)
+
+    def configure_external_storage(self, driver: Any, threshold_bytes: Optional[int] = None,
+                                   cache: Any = None) -> None:
+        """Store payloads above ``threshold_bytes`` through ``driver`` and read references with it.
+
+        ``driver`` is an ``ExternalStorageDriver`` (``LocalFilesystemExternalStorage``,
+        ``S3ExternalStorage``, ...); ``None`` turns it off (references then fail with
+        ``ExternalPayloadUnsupported``). Without a threshold, references are read but nothing is
+        offloaded. docs/external-storage.md.
+        """
+        if driver is None:
+            if threshold_bytes is not None or cache is not None:
+                raise ValueError("external_storage_threshold_bytes / external_storage_cache need external_storage")
+            self._offload = None
+        else:
+            self._offload = PayloadOffload(driver, threshold_bytes, cache)
+
+    @property
+    def external_storage(self) -> Any:
+        return self._offload.driver if self._offload is not None else None
+
+    @property
+    def external_storage_threshold_bytes(self) -> Optional[int]:
+        return self._offload.threshold_bytes if self._offload is not None else None
+
+    @property
+    def external_storage_cache(self) -> Any:
+        return self._offload.cache if self._offload is not None else None
+        self._trace_context_probe_failed_at: Optional[float] = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -126,6 +162,9 @@ class ClientBase:
             max_connections=self.max_connections, transport_retries=self.transport_retries,
             verify=self.verify, metrics=self.metrics, tls_context=self.tls_context,
             max_body_bytes=self.max_body_bytes, worker_plane_transport=self.worker_plane_transport,
+            external_storage=self.external_storage,
+            external_storage_threshold_bytes=self.external_storage_threshold_bytes,
+            external_storage_cache=self.external_storage_cache,
         )
         config.update(overrides)
         twin = type(self)(self.base_url, **config)
@@ -200,6 +239,32 @@ class ClientBase:
         cancel: Optional[CancelToken] = None,
         operation: str = "",
         poll: bool = False,
+        raw: bool = False,
+    ) -> Any:
+        offload = None if raw else self._offload
+        if offload is None:
+            return self._call_plain(plane, method, path, route=route, body=body, params=params, retry=retry,
+                                    read_timeout=read_timeout, cancel=cancel, operation=operation, poll=poll)
+        # docs/external-storage.md: large blobs leave as references, references come back as blobs
+        answer = self._call_plain(plane, method, path, route=route, body=offload.outbound(body), params=params,
+                                  retry=retry, read_timeout=read_timeout, cancel=cancel, operation=operation,
+                                  poll=poll)
+        return offload.inbound(answer, defer_errors=plane == "worker")
+
+    def _call_plain(
+        self,
+        plane: str,
+        method: str,
+        path: str,
+        *,
+        route: str,
+        body: Any,
+        params: Optional[Mapping[str, Any]],
+        retry: RetryMode,
+        read_timeout: Optional[float],
+        cancel: Optional[CancelToken],
+        operation: str,
+        poll: bool,
     ) -> Any:
         if plane == "worker":
             headers = self._worker_headers()
@@ -247,7 +312,7 @@ class ClientBase:
         if not path.startswith("/"):
             raise ValueError("path must start with '/'")
         return self._call("control", method.upper(), path, route=path, body=body, params=params, retry=retry,
-                          operation=operation or f"cli.{method.lower()}")
+                          operation=operation or f"cli.{method.lower()}", raw=True)
 
     # -- discovery -------------------------------------------------------------------------
 
@@ -280,6 +345,34 @@ class ClientBase:
         protocol = info.get("worker_protocol")
         capabilities = protocol.get("server_capabilities") if isinstance(protocol, dict) else None
         return capabilities if isinstance(capabilities, dict) else {}
+
+    def trace_context_supported(self) -> bool:
+        """Whether the server keeps a W3C trace-context carrier (``observability_context``).
+
+        Read from the cached cluster info; a client that has not discovered the server yet asks
+        ``/api/cluster/info`` once (only instrumentations call this, when they have a carrier to
+        send). An unreachable server counts as "no" and is asked again at most once a minute.
+        """
+        from ..protocol.trace_context import advertised
+
+        if self._cluster_info is None:
+            failed = self._trace_context_probe_failed_at
+            if failed is not None and time.monotonic() - failed < 60.0:
+                return False
+            try:
+                self.cluster_info()
+            except Exception:
+                self._trace_context_probe_failed_at = time.monotonic()
+                return False
+        return advertised(self.server_capabilities())
+
+    def _workflow_call(self, call: ClientCall, send: Any) -> Any:
+        """``send(body)`` for a call on a workflow, through the installed client hooks (instrumentation)."""
+        return observe_client_call(call, lambda value: send(dict(value.body)))
+
+    def _call_about(self, operation: str, workflow_id: str, body: Dict[str, Any], **fields: Any) -> ClientCall:
+        return ClientCall(operation=operation, workflow_id=workflow_id, body=body, namespace=self.namespace,
+                          trace_context_supported=self.trace_context_supported, **fields)
 
     def server_max_payload_bytes(self) -> Optional[int]:
         limits = (self._cluster_info or {}).get("limits")

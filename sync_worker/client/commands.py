@@ -45,6 +45,11 @@ class CommandsMixin(ClientBase):
         return WorkflowCommandResult.from_dict(self._command(workflow_id, "archive", body), workflow_id=workflow_id)
 
     def _command(self, workflow_id: str, action: str, body: Dict[str, Any]) -> Dict[str, Any]:
-        return body_of(self._call("control", "POST", f"/workflows/{segment(workflow_id)}/{action}",
-                                  route=f"/workflows/{{id}}/{action}", body=body, retry=RetryMode.CONNECT_ONLY,
-                                  operation=f"workflow.{action}"))
+        def send(sent: Dict[str, Any]) -> Any:
+            return self._call("control", "POST", f"/workflows/{segment(workflow_id)}/{action}",
+                              route=f"/workflows/{{id}}/{action}", body=sent, retry=RetryMode.CONNECT_ONLY,
+                              operation=f"workflow.{action}")
+
+        if action in ("cancel", "terminate"):  # what instrumentations see (the SDK carries cancel's context)
+            return body_of(self._workflow_call(self._call_about(f"workflow.{action}", workflow_id, body), send))
+        return body_of(send(body))

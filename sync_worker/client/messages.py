@@ -25,9 +25,10 @@ def _base(workflow_id: str, run_id: Optional[str]) -> str:
 
 def _hydrate_result(response: Dict[str, Any]) -> Dict[str, Any]:
     envelope = response.get("result_envelope")
-    if isinstance(envelope, dict) and "blob" in envelope:
+    if isinstance(envelope, dict) and ("blob" in envelope or "external_storage" in envelope):
         response["result"] = decode_payload(envelope)
-    elif isinstance(response.get("result"), dict) and "blob" in response["result"]:
+    elif isinstance(response.get("result"), dict) and (
+            "blob" in response["result"] or "external_storage" in response["result"]):
         response["result"] = decode_payload(response["result"])
     return response
 
@@ -52,8 +53,10 @@ class MessagesMixin(ClientBase):
         if arguments:
             body["input"] = payloads.envelope(arguments)
         body["request_id"] = request_id or f"sync-worker-signal-{uuid.uuid4().hex}"
-        response = body_of(self._call("control", "POST", f"{_base(workflow_id, run_id)}/signal/{segment(signal_name)}",
-                                      route="/workflows/{id}/signal/{name}", body=body, operation="workflow.signal"))
+        call = self._call_about("workflow.signal", workflow_id, body, name=signal_name, run_id=run_id)
+        response = body_of(self._workflow_call(call, lambda sent: self._call(
+            "control", "POST", f"{_base(workflow_id, run_id)}/signal/{segment(signal_name)}",
+            route="/workflows/{id}/signal/{name}", body=sent, operation="workflow.signal")))
         response.setdefault("request_id", body["request_id"])
         return response
 
@@ -64,10 +67,11 @@ class MessagesMixin(ClientBase):
         body: Dict[str, Any] = {}
         if arguments:
             body["input"] = payloads.envelope(arguments)
-        response = body_of(self._call(
+        call = self._call_about("workflow.query", workflow_id, body, name=query_name, run_id=run_id)
+        response = body_of(self._workflow_call(call, lambda sent: self._call(
             "control", "POST", f"{_base(workflow_id, run_id)}/query/{segment(query_name)}",
-            route="/workflows/{id}/query/{name}", body=body, retry=RetryMode.CONNECT_ONLY,
-            operation="workflow.query"))
+            route="/workflows/{id}/query/{name}", body=sent, retry=RetryMode.CONNECT_ONLY,
+            operation="workflow.query")))
         return _hydrate_result(response)
 
     def update_workflow(
@@ -97,8 +101,10 @@ class MessagesMixin(ClientBase):
         if wait_timeout_seconds is not None:
             body["wait_timeout_seconds"] = int(wait_timeout_seconds)
         body["request_id"] = request_id or f"sync-worker-update-{uuid.uuid4().hex}"
-        response = body_of(self._call("control", "POST", f"{_base(workflow_id, run_id)}/update/{segment(update_name)}",
-                                      route="/workflows/{id}/update/{name}", body=body, operation="workflow.update"))
+        call = self._call_about("workflow.update", workflow_id, body, name=update_name, run_id=run_id)
+        response = body_of(self._workflow_call(call, lambda sent: self._call(
+            "control", "POST", f"{_base(workflow_id, run_id)}/update/{segment(update_name)}",
+            route="/workflows/{id}/update/{name}", body=sent, operation="workflow.update")))
         response.setdefault("request_id", body["request_id"])
         return _hydrate_result(response)
 

@@ -387,6 +387,8 @@ class WorkerPlane(ClientBase):
         if bound:
             from ..failure_reports import bound_request
 
+            if self._offload is not None:  # large payloads leave first: the bound measures what is sent
+                body = self._offload.outbound(body)
             body = bound_request(path, body, limit_bytes=self.failure_report_limit())
         return self._dict(self._call("worker", "POST", path, route=route, body=body, cancel=cancel,
                                      operation=f"{routes.KIND_SEGMENTS[kind]}.{action}"))

@@ -81,8 +81,11 @@ class WorkflowsMixin(ClientBase):
             "build_id": build_id, "compatibility": compatibility,
         }
         body.update({k: v for k, v in optional.items() if v is not None})
-        response = body_of(self._call("control", "POST", "/workflows", route="/workflows", body=body,
-                                      retry=RetryMode.CONNECT_ONLY, operation="workflow.start"))
+        call = self._call_about("workflow.start", workflow_id, body, name=workflow_type,
+                                workflow_type=workflow_type, task_queue=task_queue)
+        response = body_of(self._workflow_call(call, lambda sent: self._call(
+            "control", "POST", "/workflows", route="/workflows", body=sent, retry=RetryMode.CONNECT_ONLY,
+            operation="workflow.start")))
         return WorkflowHandle(self,  # type: ignore[arg-type]  # the mixin is always part of a Client
                               str(response.get("workflow_id") or workflow_id), response.get("run_id"),
                               str(response.get("workflow_type") or workflow_type))

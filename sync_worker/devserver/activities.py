@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..protocol import reasons
-from . import routing
+from . import routing, trace_context
 from .engine import Engine
 from .lifecycle import close_run
 from .payload_checks import check_payload
@@ -35,6 +35,8 @@ def schedule(engine: Engine, run: Row, *, sequence: int, activity_type: str, arg
         "lease_owner": None, "lease_expires_at": None, "available_at": ts, "standalone": standalone,
         "result": None, "failure": None, "heartbeat_details": None, "closed_at": None,
     }
+    if run.get("observability_context") is not None:  # the run's trace, handed to every attempt
+        act["observability_context"] = run["observability_context"]
     _recompute_due(engine, act)
     engine.store.put("activities", act)
     engine.notify(run["namespace"], "activity", task_queue)
@@ -77,6 +79,7 @@ def describe_task(act: Row) -> Dict[str, Any]:
         "activity_execution_id": act["execution_id"], "lease_owner": act["lease_owner"],
         "task_queue": act["task_queue"], "namespace": act["namespace"],
         "lease_expires_at": iso(act["lease_expires_at"]), "deadlines": deadlines,
+        **trace_context.activity_fields(act),
     }
 
 

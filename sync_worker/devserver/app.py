@@ -267,7 +267,9 @@ class DevServer:
 
     ``DevServer(port=0, db=":memory:", token=None, namespaces=("default",), host="127.0.0.1")``;
     ``worker_token`` / ``control_token`` add the real server's role credentials (a worker token
-    cannot start or terminate workflows; a control token cannot poll);
+    cannot start or terminate workflows; a control token cannot poll); ``trace_context=True`` keeps
+    and hands back W3C trace-context carriers as the published SDK expects (the real server does not
+    yet, so it is off by default; ``devserver/trace_context.py``);
     use it as a context manager or call :meth:`start` / :meth:`stop`. :attr:`url` is the origin
     the SDK clients take (they add ``/api``). ``clock`` is the server's one clock
     (:class:`~sync_worker.devserver.clock.SystemClock` by default; the time-skipping test
@@ -283,7 +285,7 @@ class DevServer:
                  stale_after_seconds: int = 120, max_request_bytes: int = 4 * 1024 * 1024,
                  max_payload_bytes: int = 2 * 1024 * 1024, enforce_workflow_timeouts: bool = True,
                  worker_token: Optional[str] = None, control_token: Optional[str] = None,
-                 clock: Optional[Clock] = None) -> None:
+                 clock: Optional[Clock] = None, trace_context: bool = False) -> None:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.config = Config(
             namespaces=tuple(namespaces), token=token, worker_token=worker_token, control_token=control_token,
@@ -293,7 +295,8 @@ class DevServer:
             update_validation_timeout_seconds=update_validation_timeout_seconds, tick_seconds=tick_seconds,
             heartbeat_interval_seconds=heartbeat_interval_seconds,
             stale_after_seconds=stale_after_seconds, max_request_bytes=max_request_bytes,
-            max_payload_bytes=max_payload_bytes, enforce_workflow_timeouts=enforce_workflow_timeouts)
+            max_payload_bytes=max_payload_bytes, enforce_workflow_timeouts=enforce_workflow_timeouts,
+            trace_context=trace_context)
         self.host = host
         self.port = port
         self.db = db

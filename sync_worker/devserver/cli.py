@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from typing import Any, Optional, Tuple
 
 import click
 
+from ..cli.params import LOG_FORMAT_ENV, configure_logging, log_format_option
 from .app import DevServer
 
 log = logging.getLogger("sync_worker.devserver")
@@ -43,14 +45,26 @@ log = logging.getLogger("sync_worker.devserver")
               help="Namespace to create at start (repeatable); more through /api/namespaces.")
 @click.option("--workflow-timeouts/--no-workflow-timeouts", default=True, show_default=True,
               help="Enforce workflow run/execution timeouts (the SDK always sends 600 s / 3600 s).")
+@click.option("--trace-context/--no-trace-context", default=False, show_default=True,
+              help="Keep and hand back W3C trace-context carriers (the SDK's observability_context; "
+                   "the real server does not yet).")
 @click.option("-l", "--loglevel", "--log-level", "log_level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+@log_format_option()
 def devserver_command(host: str, port: int, db: str, token: Optional[str], worker_token: Optional[str],
                       control_token: Optional[str], workflow_task_lease: float, activity_task_lease: float,
                       query_timeout: float, long_poll_max: float, heartbeat_interval: int, stale_after: int,
-                      namespaces: Tuple[str, ...], workflow_timeouts: bool, log_level: str) -> None:
+                      namespaces: Tuple[str, ...], workflow_timeouts: bool, trace_context: bool,
+                      log_level: str) -> None:
     """Run a single-process Durable Workflow server for development (not for production)."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level)
+    as_json = os.environ.get(LOG_FORMAT_ENV, "text").lower() == "json"
+
+    def say(line: str) -> None:  # json: every line of the process is one JSON object
+        if as_json:
+            log.info(line)
+        else:
+            click.echo(line, err=True)
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: Any) -> None:  # handlers only set a flag; the loop acts
@@ -62,15 +76,15 @@ def devserver_command(host: str, port: int, db: str, token: Optional[str], worke
                        control_token=control_token, workflow_task_lease_seconds=workflow_task_lease,
                        activity_task_lease_seconds=activity_task_lease, query_timeout_seconds=query_timeout,
                        long_poll_max_seconds=long_poll_max, heartbeat_interval_seconds=heartbeat_interval,
-                       stale_after_seconds=stale_after)
+                       stale_after_seconds=stale_after, trace_context=trace_context)
     try:
         server.start()
-        click.echo(f"Durable Workflow dev server listening on {server.url} (db={db}, "
-                   f"namespaces={','.join(server.config.namespaces)})", err=True)
-        click.echo(f"Web UI: {server.url}/ui/", err=True)
+        say(f"Durable Workflow dev server listening on {server.url} (db={db}, "
+            f"namespaces={','.join(server.config.namespaces)})")
+        say(f"Web UI: {server.url}/ui/")
         while not stop.wait(0.5):
             pass
-        click.echo("dev server stopping", err=True)
+        say("dev server stopping")
     finally:
         server.stop()
         for sig, handler in previous.items():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from . import activities, memo, resume, selection, validation, workflow_streams
+from . import activities, memo, resume, selection, trace_context, validation, workflow_streams
 from .engine import Engine
 from .lifecycle import close_run
 from .payload_checks import check_payload
@@ -90,6 +90,8 @@ def validate(commands: Any) -> List[Dict[str, Any]]:
             check_payload(cmd.get("result"), f"commands.{i}.result", codec=codec)
         elif kind == "cancel_selection_operation":
             selection.validate_cancel(cmd, i)
+        if kind in ("start_child_workflow", "continue_as_new"):
+            trace_context.command_context(cmd, i)
         if cmd.get("workflow_stream") is not None:
             workflow_streams.validate_directive(cmd, i)
         elif kind == "fail_workflow" and cmd.get("message") is not None and not isinstance(cmd["message"], str):
@@ -178,7 +180,7 @@ def _start_child(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
                       task_queue=cmd.get("queue") or cmd.get("task_queue") or run["task_queue"],
                       arguments=cmd.get("arguments"), start_accepted=False, parent=link, run_id=child_run_id,
                       execution_timeout_seconds=cmd.get("execution_timeout_seconds"),
-                      run_timeout_seconds=cmd.get("run_timeout_seconds"))
+                      run_timeout_seconds=cmd.get("run_timeout_seconds"), extra=_carried(engine, cmd))
     engine.append(run, "ChildRunStarted", {"sequence": seq, **ident, "child_run_number": 1, **policies, **fields})
     run["children"].append(child_id)
     engine.member_scheduled(run, fields, seq)
@@ -274,6 +276,12 @@ def _fail(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
     close_run(engine, run, "failed", "WorkflowFailed", payload, reason="failed")
 
 
+def _carried(engine: Engine, cmd: Dict[str, Any]) -> Dict[str, Any]:
+    """The new run's trace: the command's carrier (checked by ``validate``), else none."""
+    carrier = trace_context.accepted(engine, cmd)
+    return {trace_context.FIELD: carrier} if carrier is not None else {}
+
+
 def _continue_as_new(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
     new_run_id = new_id("run")
     queue = cmd.get("queue") or cmd.get("task_queue") or run["task_queue"]
@@ -288,7 +296,8 @@ def _continue_as_new(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
                       parent=run.get("parent"), continued_from=run["run_id"], memo=run.get("memo"),
                       search_attributes=run.get("search_attributes"), run_number=int(run["run_number"]) + 1,
                       extra={"execution_deadline": run.get("execution_deadline"),
-                             "message_cursor_position": run.get("message_cursor_position") or 0},
+                             "message_cursor_position": run.get("message_cursor_position") or 0,
+                             **_carried(engine, cmd)},
                       execution_timeout_seconds=run.get("execution_timeout_seconds"),
                       run_timeout_seconds=run.get("run_timeout_seconds"), run_id=new_run_id)
 

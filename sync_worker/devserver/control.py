@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from . import activities, messages, namespaces
+from . import activities, messages, namespaces, trace_context
 from .engine import Engine
 from .lifecycle import cancel_run, terminate_run
 from .payload_checks import check_payload
@@ -74,6 +74,7 @@ def start_workflow(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict
     execution_timeout = whole_duration(body.get("execution_timeout_seconds"), "execution_timeout_seconds", minimum=1)
     run_timeout = whole_duration(body.get("run_timeout_seconds"), "run_timeout_seconds", minimum=1)
     policy = str(body.get("duplicate_policy") or "fail").replace("_", "-")
+    carrier = trace_context.accepted(engine, body)
     if namespaces.reserved_elsewhere(engine, namespace, workflow_id):
         raise namespaces.refuse_reserved(workflow_id)
     existing = engine.current_run(namespace, workflow_id)
@@ -88,6 +89,7 @@ def start_workflow(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict
                             task_queue=task_queue, arguments=body.get("input"), memo=memo,
                             search_attributes=attributes, execution_timeout_seconds=execution_timeout,
                             run_timeout_seconds=run_timeout,
+                            extra={trace_context.FIELD: carrier} if carrier is not None else None,
                             started_extra=declared_contract(engine, namespace, task_queue, workflow_type))
     engine.stranded.note(engine, namespace, task_queue, "workflow", workflow_type)
     return {**run_view(engine, run, full=False), "outcome": "started_new"}
@@ -152,6 +154,7 @@ def signal(engine: Engine, namespace: str, workflow_id: str, run_id: Optional[st
     run = engine.require_run(namespace, workflow_id, run_id)
     arguments = body.get("input", body.get("arguments"))
     check_payload(arguments, "input", codec=body.get("payload_codec"))
+    carrier = trace_context.accepted(engine, body)
     request_id = body.get("request_id")
     intent = {"name": name, "arguments": arguments, "run_id": run_id}
     dedupe_key = f"{namespace}\0signal\0{workflow_id}\0{request_id}" if isinstance(request_id, str) else None
@@ -173,8 +176,11 @@ def signal(engine: Engine, namespace: str, workflow_id: str, run_id: Optional[st
     if arguments is not None:
         payload["arguments"] = arguments
     engine.append(run, "SignalReceived", payload)
-    run["unapplied_signals"].append({"signal_id": signal_id, "signal_name": name, "workflow_command_id": signal_id,
-                                     "message_sequence": messages.reserve_sequence(engine, run)})
+    entry = {"signal_id": signal_id, "signal_name": name, "workflow_command_id": signal_id,
+             "message_sequence": messages.reserve_sequence(engine, run)}
+    if carrier is not None:
+        entry[trace_context.FIELD] = carrier
+    run["unapplied_signals"].append(entry)
     engine.wake(run)
     engine.save_run(run)
     receipt = {"workflow_id": workflow_id, "run_id": run["run_id"], "signal_name": name, "signal_id": signal_id,
@@ -198,6 +204,7 @@ def query(engine: Engine, broker: QueryBroker, namespace: str, workflow_id: str,
 def cancel(engine: Engine, namespace: str, workflow_id: str, run_id: Optional[str], body: Dict[str, Any],
            *, terminate: bool = False) -> Dict[str, Any]:
     run = engine.require_run(namespace, workflow_id, run_id)
+    trace_context.accepted(engine, body)  # checked and accepted: nothing runs for a cancel here
     operation = "terminate" if terminate else "cancel"
     if run["status"] in TERMINAL_STATUSES:
         raise ApiError(409, "run_not_active", f"workflow {workflow_id} run {run['run_id']} is not active",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, Dict
 
+from ..protocol.trace_context import CAPABILITY as TRACE_CONTEXT_CAPABILITY
 from ..protocol.versions import (
     CONTROL_PLANE_VERSION,
     CONTROL_PLANE_VERSION_HEADER,
@@ -38,7 +39,7 @@ def server_capabilities(engine: Engine) -> Dict[str, Any]:
 
 
 def _build_capabilities(engine: Engine) -> Dict[str, Any]:
-    return {
+    capabilities: Dict[str, Any] = {
         "query_tasks": True,
         # Synchronous pre-accept update validation (devserver/update_validation.py).
         "update_validation_tasks": True,
@@ -55,6 +56,9 @@ def _build_capabilities(engine: Engine) -> Dict[str, Any]:
             "receipt_retention_seconds": engine.config.receipt_retention_seconds,
         },
     }
+    if engine.config.trace_context:  # opt-in: the real server does not advertise it (devserver/trace_context.py)
+        capabilities["observability_context"] = dict(TRACE_CONTEXT_CAPABILITY)
+    return capabilities
 
 
 def control_plane_features() -> Dict[str, Any]:

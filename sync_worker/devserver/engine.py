@@ -44,6 +44,8 @@ class Config:
     max_payload_bytes: int = 2 * 1024 * 1024
     max_request_bytes: int = 4 * 1024 * 1024
     enforce_workflow_timeouts: bool = True
+    #: keep and hand back W3C trace-context carriers (off: as the real server, which has none)
+    trace_context: bool = False
 
 
 class Engine:

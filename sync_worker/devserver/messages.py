@@ -84,6 +84,8 @@ def take(task: Row, run: Row) -> None:
     elif first is not None:
         message = {"kind": "update", "update_id": first["update_id"], "update_name": first["update_name"],
                    "message_sequence": first.get("message_sequence")}
+    if message is not None and first is not None and first.get("observability_context") is not None:
+        message["observability_context"] = first["observability_context"]  # handed back as a link
     task["message"] = message
     task["workflow_update_id"] = message["update_id"] if message is not None and message["kind"] == "update" \
         else None

@@ -106,6 +106,8 @@ class QueryBroker:
                 "payload_codec": "avro", "workflow_arguments": run["input"], "query_arguments": task.arguments,
                 "history_events": self.engine.history(run["run_id"]), "workflow_id": run["workflow_id"],
                 "run_id": run["run_id"],
+                **({"observability_context": run["observability_context"]}
+                   if run.get("observability_context") is not None else {}),
             }
         return None
 

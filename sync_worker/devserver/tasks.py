@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Sequence
 
 from ..protocol import reasons
-from . import commands, messages, resume, routing, sticky
+from . import commands, messages, resume, routing, sticky, trace_context
 from .engine import Engine
 from .store import Row
 from .util import TERMINAL_STATUSES, ApiError, iso, page_token, parse_page_token
@@ -71,7 +71,7 @@ def render(engine: Engine, task: Row, run: Row) -> Dict[str, Any]:
         "total_history_events": total, **extra,
         "lease_owner": task["lease_owner"], "task_queue": task["task_queue"], "namespace": task["namespace"],
         "lease_expires_at": iso(task["lease_expires_at"]), "cancel_requested": False,
-        **messages.resume_context(task, run),
+        **messages.resume_context(task, run), **trace_context.task_fields(task, run, messages.carried(task)),
     }
 
 

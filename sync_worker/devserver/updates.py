@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any, Dict, Optional, Tuple
 
-from . import messages
+from . import messages, trace_context
 from .engine import Engine
 from .payload_checks import check_payload
 from .store import Row
@@ -33,6 +33,7 @@ def submit(engine: Engine, namespace: str, workflow_id: str, run_id: Optional[st
     wait_timeout = 30.0 if seconds is None else min(seconds, 3600.0)
     arguments = body.get("input", body.get("arguments"))
     check_payload(arguments, "input", codec=body.get("payload_codec"))
+    carrier = trace_context.accepted(engine, body)
     request_id = body.get("request_id")
     dedupe = f"{namespace}\0update_request\0{workflow_id}\0{request_id}" if isinstance(request_id, str) else None
     validated_run = _validate(engine, namespace, workflow_id, run_id, name, arguments, request_id, dedupe)
@@ -62,9 +63,11 @@ def submit(engine: Engine, namespace: str, workflow_id: str, run_id: Optional[st
             if arguments is not None:
                 payload["arguments"] = arguments
             engine.append(run, "UpdateAccepted", payload)
-            run.setdefault("pending_updates", []).append({
-                "update_id": update_id, "update_name": name, "arguments": arguments,
-                "message_sequence": messages.reserve_sequence(engine, run)})
+            entry = {"update_id": update_id, "update_name": name, "arguments": arguments,
+                     "message_sequence": messages.reserve_sequence(engine, run)}
+            if carrier is not None:
+                entry[trace_context.FIELD] = carrier
+            run.setdefault("pending_updates", []).append(entry)
             engine.wake(run)
             engine.save_run(run)
             if dedupe:

@@ -24,6 +24,15 @@ __all__ = [
     "DuplicateRegistrationError",
     "DurableOperationCancelled",
     "DurableWorkflowError",
+    "ExternalPayloadError",
+    "ExternalPayloadExpired",
+    "ExternalPayloadIntegrityError",
+    "ExternalPayloadIntegrityMismatch",
+    "ExternalPayloadNotFound",
+    "ExternalPayloadOversized",
+    "ExternalPayloadUnauthorized",
+    "ExternalPayloadUnavailable",
+    "ExternalPayloadUnsupported",
     "FailureReportTooLarge",
     "Forbidden",
     "InvalidArgument",
@@ -524,6 +533,17 @@ class WorkflowCancelled(BaseException):
 
 
 # Workflow and activity outcomes and replay errors live in their own module (same hierarchy).
+from .external_payloads import (  # noqa: E402
+    ExternalPayloadError,
+    ExternalPayloadExpired,
+    ExternalPayloadIntegrityError,
+    ExternalPayloadIntegrityMismatch,
+    ExternalPayloadNotFound,
+    ExternalPayloadOversized,
+    ExternalPayloadUnauthorized,
+    ExternalPayloadUnavailable,
+    ExternalPayloadUnsupported,
+)
 from .outcomes import (  # noqa: E402
     ActivityFailed,
     ChildWorkflowCancelled,

@@ -15,7 +15,13 @@ environment variable            field                   settings names
 (none)                          ``control_token``       ``CONTROL_TOKEN``
 (none)                          ``worker_token``        ``WORKER_TOKEN``
 (none)                          ``transport_retries``   ``TRANSPORT_RETRIES``
+``SYNC_WORKER_EXTERNAL_STORAGE``  ``external_storage``  ``EXTERNAL_STORAGE``
+``SYNC_WORKER_EXTERNAL_STORAGE_THRESHOLD_BYTES``  ``external_storage_threshold_bytes``
+                                                        ``EXTERNAL_STORAGE_THRESHOLD_BYTES``
 ==============================  ======================  ===========================================
+
+``external_storage`` is a driver, or a URI naming one (``file:///shared/payloads``, a directory,
+``s3://bucket/prefix``); see docs/external-storage.md.
 
 An empty variable counts as unset. ``server_url`` may stay None while options are gathered;
 :meth:`ClientOptions.build_client` needs it.
@@ -69,6 +75,8 @@ class ClientOptions(OptionsBase):
     timeout: float = 60.0
     connect_timeout: float = 10.0
     transport_retries: int = 3
+    external_storage: Any = None
+    external_storage_threshold_bytes: Optional[int] = None
 
     RULES = {
         "server_url": values.server_url,
@@ -79,6 +87,8 @@ class ClientOptions(OptionsBase):
         "timeout": values.positive_seconds,
         "connect_timeout": values.positive_seconds,
         "transport_retries": values.non_negative_int,
+        "external_storage": values.external_storage,
+        "external_storage_threshold_bytes": values.optional_positive_int,
     }
     SETTING_NAMES: ClassVar[Mapping[str, str]] = {
         "SERVER_URL": "server_url",
@@ -90,6 +100,8 @@ class ClientOptions(OptionsBase):
         "REQUEST_TIMEOUT": "timeout",
         "CONNECT_TIMEOUT": "connect_timeout",
         "TRANSPORT_RETRIES": "transport_retries",
+        "EXTERNAL_STORAGE": "external_storage",
+        "EXTERNAL_STORAGE_THRESHOLD_BYTES": "external_storage_threshold_bytes",
         # Celery's settings (``CELERY_DURABLE_WORKFLOW_*`` in Django)
         "durable_workflow_server_url": "server_url",
         "durable_workflow_auth_token": "token",
@@ -101,6 +113,8 @@ class ClientOptions(OptionsBase):
         NAMESPACE_ENV: "namespace",
         REQUEST_TIMEOUT_ENV: "timeout",
         CONNECT_TIMEOUT_ENV: "connect_timeout",
+        "SYNC_WORKER_EXTERNAL_STORAGE": "external_storage",
+        "SYNC_WORKER_EXTERNAL_STORAGE_THRESHOLD_BYTES": "external_storage_threshold_bytes",
     }
 
     def or_default_server(self) -> ClientOptions:
@@ -116,6 +130,9 @@ class ClientOptions(OptionsBase):
         """The keyword arguments of ``Client(server_url, **...)``."""
         kwargs = self.as_dict()
         del kwargs["server_url"]
+        for key in ("external_storage", "external_storage_threshold_bytes"):
+            if kwargs[key] is None:  # only when set: a client class without external storage still fits
+                del kwargs[key]
         return kwargs
 
     @overload

@@ -51,6 +51,8 @@ _SETTING_FIELDS: Dict[str, str] = {
     "STICKY_CACHE_MAX_BYTES": "sticky_cache_max_bytes",
     "STICKY_CACHE_TTL_SECONDS": "sticky_cache_ttl_seconds",
 }
+# external_storage* are also the Client's: the environment and settings give them to ClientOptions
+# (every door's client carries them, and a worker takes what its client has); here they are keywords.
 
 _RULES: Dict[str, Rule] = {
     "task_queue": values.optional_text,
@@ -71,6 +73,9 @@ _RULES: Dict[str, Rule] = {
     "sticky_cache_capacity": values.optional_non_negative_int,
     "sticky_cache_max_bytes": values.positive_int,
     "sticky_cache_ttl_seconds": values.ttl_seconds,
+    "external_storage": values.external_storage,
+    "external_storage_threshold_bytes": values.optional_positive_int,
+    "external_storage_cache": values.optional_object,
 }
 
 
@@ -97,6 +102,9 @@ class WorkerOptions(OptionsBase):
     sticky_cache_capacity: Optional[int] = None  # None: the worker's default (on; off on a server without sticky)
     sticky_cache_max_bytes: int = 16 * 1024 * 1024
     sticky_cache_ttl_seconds: int = 300
+    external_storage: Any = None
+    external_storage_threshold_bytes: Optional[int] = None
+    external_storage_cache: Any = None
 
     RULES = _RULES
     SETTING_NAMES: ClassVar[Mapping[str, str]] = {

@@ -187,3 +187,41 @@ def server_url(value: Any, from_text: bool = False) -> Optional[str]:
     if parts.path.rstrip("/").endswith("/api"):
         raise Invalid("is the server origin; leave out the trailing /api", show_value=False)
     return value.rstrip("/")
+
+
+def optional_positive_int(value: Any, from_text: bool = False) -> Optional[int]:
+    """None, or a positive int."""
+    return None if value is None or (from_text and value == "") else positive_int(value, from_text)
+
+
+def external_storage(value: Any, from_text: bool = False) -> Any:
+    """None, a driver (``put``/``get``/``delete``), or a URI naming one (docs/external-storage.md).
+
+    ``file:///shared/payloads`` or a plain path: ``LocalFilesystemExternalStorage``;
+    ``s3://bucket/prefix``: ``S3ExternalStorage`` on boto3's default credentials (the ``s3`` extra).
+    """
+    if value is None or (from_text and value == ""):
+        return None
+    if isinstance(value, str):
+        from ..external_storage import LocalFilesystemExternalStorage, S3ExternalStorage
+
+        parts = urlsplit(value)
+        if parts.scheme == "s3":
+            if not parts.netloc:
+                raise Invalid("must name a bucket: s3://bucket/prefix")
+            return S3ExternalStorage(bucket=parts.netloc, prefix=parts.path)
+        if parts.scheme == "file":
+            return LocalFilesystemExternalStorage(parts.path)
+        if parts.scheme:
+            raise Invalid("must be a file:// or s3:// URI, a directory, or a driver object")
+        return LocalFilesystemExternalStorage(value)
+    if not all(callable(getattr(value, method, None)) for method in ("put", "get", "delete")):
+        raise Invalid("must be an external storage driver (put/get/delete) or a URI")
+    return value
+
+
+def optional_object(value: Any, from_text: bool = False) -> Any:
+    """Any object (validated where it is used); never from text."""
+    if from_text and value is not None:
+        raise Invalid("cannot be set from text")
+    return value

@@ -36,6 +36,7 @@ import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 from ..cancel import CancelToken
+from ..instrumentation import run_step
 from ..runtime.admission import AdmissionGate, ConcurrencyOption, MemoryProbe, resolve_concurrency
 from ..runtime.backend import ConcurrencyBackend, backend_for_pool, default_pool
 from ..runtime.backoff import PollFailureBackoff
@@ -218,9 +219,10 @@ class NestjsSource:
 
     def _run_step(self, delivery: Delivery, inflight: InflightTask) -> str:
         assert self.steps is not None
-        result = self.steps.process_task(delivery.task, heartbeat=lambda: self._beat(delivery),
-                                         is_cancelled=self.owner.is_cancelled,
-                                         on_event=lambda event: self._progress(delivery, event))
+        steps = self.steps
+        result = run_step(delivery.task, lambda task: steps.process_task(  # through installed step interceptors
+            task, heartbeat=lambda: self._beat(delivery), is_cancelled=self.owner.is_cancelled,
+            on_event=lambda event: self._progress(delivery, event)))
         ok = result.get("status") == "completed"
         if inflight.claim_report():
             payload = encode_result(result)

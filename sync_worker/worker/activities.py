@@ -120,6 +120,7 @@ def run_activity_task(
     inflight: InflightTask,
     interceptors: Sequence[WorkerInterceptor] = (),
     namespace: Optional[str] = None,
+    observability_supported: bool = False,
 ) -> str:
     """Execute one leased activity task; returns the outcome name (for metrics and logs)."""
     task_id, attempt_id = task.task_id, task.attempt_id
@@ -163,7 +164,8 @@ def run_activity_task(
     try:
         args = decode_arguments(task.arguments, codec="avro")
     except PayloadError as error:
-        failure = failure_from_exception(error, non_retryable=True)
+        # an unreachable external payload store may come back (ExternalPayloadUnavailable.retryable)
+        failure = failure_from_exception(error, non_retryable=not getattr(error, "retryable", False))
         failure["message"] = f"cannot decode activity arguments: {error}"
         report_failure(failure, "decode failure")
         return "decode_error"
@@ -204,7 +206,7 @@ def run_activity_task(
         try:
             result = execute(ActivityInterceptorContext(
                 worker_id=worker_id, task_queue=task_queue, task=task.raw, activity_type=activity_type,
-                args=tuple(args), namespace=namespace,
+                args=tuple(args), namespace=namespace, observability_supported=observability_supported,
             ))
         finally:
             # A heartbeat refusal the code caught still ends the attempt's authority.

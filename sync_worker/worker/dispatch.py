@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
+from .. import instrumentation
 from ..cancel import CancelToken
 from ..interceptors import WorkerInterceptor
 from ..protocol import (
@@ -21,6 +22,8 @@ from ..protocol import (
     WorkflowTask,
     parse_task,
 )
+from ..protocol.trace_context import advertised
+from ..runtime import log_context
 from ..runtime.metrics import TASK_DURATION, TASKS
 from ..runtime.shell import RuntimeShell
 from ..runtime.slots import Slot
@@ -65,6 +68,22 @@ class TaskDispatcher:
         self.workflow_executor: Optional[Callable[..., Any]] = None
         self.query_executor: Optional[Callable[..., Any]] = None
 
+    def _interceptors(self) -> Sequence[WorkerInterceptor]:
+        """The process's installed instrumentation (outermost), then this worker's own interceptors."""
+        installed = instrumentation.worker_interceptors()
+        return tuple(installed) + tuple(self.interceptors) if installed else self.interceptors
+
+    def _observability(self) -> bool:
+        """Whether the server hands back trace-context carriers (cluster info, cached at registration)."""
+        capabilities = getattr(self.client, "server_capabilities", None)
+        try:
+            return bool(callable(capabilities) and advertised(capabilities()))
+        except Exception:
+            return False
+
+    def _log_fields(self, kind: str, raw: Mapping[str, Any]) -> Dict[str, Any]:
+        return log_context.task_fields(kind, raw, task_queue=self.task_queue, namespace=self.namespace)
+
     def _tags(self, kind: str, outcome: str) -> Dict[str, str]:
         return {"task_kind": kind, "task_queue": self.task_queue, "outcome": outcome}
 
@@ -86,10 +105,15 @@ class TaskDispatcher:
         if not isinstance(task, ActivityTask):
             return
         slot.started(task.activity_type)
-        self.shell.spawn_task("activity", task.task_id, slot, lambda inflight: run_activity_task(
-            client=self.client, task=task, activities=self.activities, worker_id=self.worker_id,
-            task_queue=self.task_queue, inflight=inflight, interceptors=self.interceptors, namespace=self.namespace,
-        ))
+
+        def body(inflight: Any) -> str:
+            with log_context.bound(self._log_fields("activity", raw)):
+                return run_activity_task(
+                    client=self.client, task=task, activities=self.activities, worker_id=self.worker_id,
+                    task_queue=self.task_queue, inflight=inflight, interceptors=self._interceptors(),
+                    namespace=self.namespace, observability_supported=self._observability())
+
+        self.shell.spawn_task("activity", task.task_id, slot, body)
 
     def workflow(self, raw: Dict[str, Any], slot: Optional[Slot]) -> None:
         assert slot is not None
@@ -102,12 +126,17 @@ class TaskDispatcher:
             return
         if not isinstance(task, WorkflowTask):
             return
-        self.shell.spawn_task("workflow", task.task_id, slot, lambda inflight: run_workflow_task(
-            client=self.client, task=task, registry=self.workflows.registry(), worker_id=self.worker_id,
-            task_queue=self.task_queue, inflight=inflight, sleep=self.shell.backend.sleep,
-            executor=self.workflow_executor, interceptors=self.interceptors, namespace=self.namespace,
-            sticky=self.sticky, build_id=self.build_id, activities=self.activities,
-        ))
+
+        def body(inflight: Any) -> str:
+            with log_context.bound(self._log_fields("workflow", raw)):
+                return run_workflow_task(
+                    client=self.client, task=task, registry=self.workflows.registry(), worker_id=self.worker_id,
+                    task_queue=self.task_queue, inflight=inflight, sleep=self.shell.backend.sleep,
+                    executor=self.workflow_executor, interceptors=self._interceptors(), namespace=self.namespace,
+                    sticky=self.sticky, build_id=self.build_id, activities=self.activities,
+                    observability_supported=self._observability())
+
+        self.shell.spawn_task("workflow", task.task_id, slot, body)
 
     def query(self, raw: Dict[str, Any], slot: Optional[Slot]) -> None:
         task = self._parse("query", raw, None)
@@ -115,9 +144,11 @@ class TaskDispatcher:
             return
         client = self.query_client if self.query_client is not None else self.client
         started = self.shell.backend.monotonic()
-        outcome = run_query_task(client=client, task=task, registry=self.workflows.registry(),
-                                 worker_id=self.worker_id, cancel=self.poll_cancel, executor=self.query_executor,
-                                 interceptors=self.interceptors, task_queue=self.task_queue, namespace=self.namespace)
+        with log_context.bound(self._log_fields("query", raw)):
+            outcome = run_query_task(client=client, task=task, registry=self.workflows.registry(),
+                                     worker_id=self.worker_id, cancel=self.poll_cancel, executor=self.query_executor,
+                                     interceptors=self._interceptors(), task_queue=self.task_queue,
+                                     namespace=self.namespace, observability_supported=self._observability())
         tags = self._tags("query", outcome)
         self.shell.metrics.increment(TASKS, 1.0, tags)
         self.shell.metrics.record(TASK_DURATION, self.shell.backend.monotonic() - started, tags)

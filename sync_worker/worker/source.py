@@ -67,8 +67,11 @@ class DurableWorkflowSource:
         task_queue: str,
         build_id: Optional[str],
         poll_timeout: float,
+        owns_client: bool = False,
     ) -> None:
         self.client, self.backend, self.board, self.metrics = client, backend, board, metrics
+        #: the worker made this client (a clone carrying its external storage): closed after deregistration
+        self.owns_client = owns_client
         self.registrar, self.dispatcher, self.sticky = registrar, dispatcher, sticky
         self.rejoin = Rejoin(registrar)
         self._tracker, self.heartbeat_role, self._heartbeat_body = tracker, heartbeat_role, heartbeat_body
@@ -153,6 +156,8 @@ class DurableWorkflowSource:
                              clock=self.backend.monotonic, sleep=self.backend.sleep)
         logger.info("worker %s deregistered (%s)", self.worker_id, receipt.get("outcome"))
         self.sticky.clear()
+        if self.owns_client:
+            self.client.close()
 
     def abort(self) -> None:
         """Registration never succeeded: nothing to undo."""

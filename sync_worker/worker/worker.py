@@ -60,6 +60,26 @@ def _poller_count(kind: str, value: object) -> int:
     return value
 
 
+def with_external_storage(client: Any, driver: Any, threshold_bytes: Optional[int], cache: Any) -> Any:
+    """The worker's own client storing and reading payloads through ``driver`` (docs/external-storage.md).
+
+    What is not given comes from ``client`` (its driver, threshold and cache), as in the SDK; the
+    caller's client is left as it was (a clone with its own connection pool is returned).
+    """
+    driver = driver if driver is not None else getattr(client, "external_storage", None)
+    if driver is None:
+        raise ValueError("external_storage_threshold_bytes / external_storage_cache need an external_storage driver")
+    if threshold_bytes is not None and (type(threshold_bytes) is not int or threshold_bytes < 1):
+        raise ValueError("external_storage_threshold_bytes must be an int of at least 1 when provided")
+    threshold = threshold_bytes if threshold_bytes is not None else getattr(client, "external_storage_threshold_bytes",
+                                                                             None)
+    cache = cache if cache is not None else getattr(client, "external_storage_cache", None)
+    clone = getattr(client, "clone", None)
+    if clone is None:
+        raise TypeError(f"{type(client).__name__} cannot carry external storage (it has no clone())")
+    return clone(external_storage=driver, external_storage_threshold_bytes=threshold, external_storage_cache=cache)
+
+
 class Worker:
     """Polls one task queue and runs its workflow, activity and query tasks on threads or greenlets.
 
@@ -75,6 +95,11 @@ class Worker:
     ``max_concurrent_workflow_task_polls`` / ``max_concurrent_activity_task_polls`` (default 1)
     run that many pollers for the role, each long-polling only while it holds a free slot
     reserved for the task it may receive (see docs/worker.md).
+
+    ``external_storage`` / ``external_storage_threshold_bytes`` / ``external_storage_cache`` (the
+    SDK's): payloads over the threshold are stored through the driver and travel as references;
+    references in tasks and histories are fetched and verified (docs/external-storage.md). What
+    is not given comes from ``client``; the worker then runs on a clone of it.
     """
 
     def __init__(
@@ -100,9 +125,17 @@ class Worker:
         sticky_cache_capacity: Optional[int] = None,
         sticky_cache_max_bytes: int = 16 * 1024 * 1024,
         sticky_cache_ttl_seconds: int = 300,
+        external_storage: Any = None,
+        external_storage_threshold_bytes: Optional[int] = None,
+        external_storage_cache: Any = None,
     ) -> None:
         if not isinstance(task_queue, str) or not task_queue:
             raise ValueError("task_queue must be a non-empty string")
+        owns_client = external_storage is not None or external_storage_threshold_bytes is not None or \
+            external_storage_cache is not None
+        if owns_client:
+            client = with_external_storage(client, external_storage, external_storage_threshold_bytes,
+                                           external_storage_cache)
         if shutdown_timeout < 0 or heartbeat_interval <= 0 or poll_timeout < 0:
             raise ValueError("shutdown_timeout, heartbeat_interval and poll_timeout must be positive")
         self.client = client
@@ -176,7 +209,8 @@ class Worker:
             client=client, backend=b, board=board, metrics=self.metrics, registrar=self.registrar,
             dispatcher=self.dispatcher, sticky=self.sticky_cache, tracker=tracker, heartbeat_role=heartbeat_role,
             heartbeat_body=self._heartbeat_body, poll_cancel=poll_cancel, contact=ServerContact(b),
-            worker_id=self.worker_id, task_queue=task_queue, build_id=build_id, poll_timeout=self.poll_timeout)
+            worker_id=self.worker_id, task_queue=task_queue, build_id=build_id, poll_timeout=self.poll_timeout,
+            owns_client=owns_client)
         self.shell.attach(self.source)
         self._sync_roles()
 
@@ -340,6 +374,19 @@ class Worker:
         reported for it), the registration is kept and :class:`ShutdownIncomplete` is raised.
         """
         self.shell.stop(cold=cold)
+
+    @property
+    def external_storage(self) -> Any:
+        """The driver payloads over the threshold are stored through (the client's; ``None``: inline)."""
+        return getattr(self.client, "external_storage", None)
+
+    @property
+    def external_storage_threshold_bytes(self) -> Optional[int]:
+        return getattr(self.client, "external_storage_threshold_bytes", None)
+
+    @property
+    def external_storage_cache(self) -> Any:
+        return getattr(self.client, "external_storage_cache", None)
 
     def sticky_cache_metrics(self) -> Dict[str, int]:
         """The sticky cache's counters: hit, miss, eviction, forced_cold_replay, entries, history_bytes."""

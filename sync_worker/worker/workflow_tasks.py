@@ -123,6 +123,7 @@ def run_workflow_task(
     sticky: Optional[StickyWorkflowCache] = None,
     build_id: Optional[str] = None,
     activities: Optional[Mapping[str, Callable[..., Any]]] = None,
+    observability_supported: bool = False,
 ) -> str:
     """Replay one leased workflow task and send its commands; returns the outcome name.
 
@@ -185,7 +186,7 @@ def run_workflow_task(
     try:
         outcome = chain(interceptors, "execute_workflow_task", execute, none_allowed=False)(
             WorkflowTaskInterceptorContext(worker_id=worker_id, task_queue=task_queue, task=task.raw,
-                                           namespace=namespace))
+                                           namespace=namespace, observability_supported=observability_supported))
     except WorkerShutdown:
         return "abandoned"
     except LocalActivityExecutionAborted as error:
@@ -253,6 +254,7 @@ def run_query_task(
     interceptors: Sequence[WorkerInterceptor] = (),
     task_queue: str = "",
     namespace: Optional[str] = None,
+    observability_supported: bool = False,
 ) -> str:
     """Answer one leased query task; returns the outcome name."""
     query_task_id, attempt = task.query_task_id, task.attempt
@@ -262,7 +264,7 @@ def run_query_task(
     try:
         outcome = chain(interceptors, "execute_query_task", execute, none_allowed=False)(
             QueryTaskInterceptorContext(worker_id=worker_id, task_queue=task_queue, task=task.raw,
-                                        namespace=namespace))
+                                        namespace=namespace, observability_supported=observability_supported))
         failure = getattr(outcome, "failure", None)
     except Exception as error:
         logger.exception("query task %s could not be executed", query_task_id)

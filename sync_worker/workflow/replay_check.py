@@ -194,10 +194,24 @@ class ReplayReport:
 class Replayer:
     """Replays histories against a set of workflow classes (one per workflow type)."""
 
-    def __init__(self, *, workflows: Iterable[type]) -> None:
+    def __init__(self, *, workflows: Iterable[type], external_storage: Any = None,
+                 external_storage_cache: Any = None) -> None:
+        """``external_storage``: the driver that reads payloads recorded as references (docs/external-storage.md)."""
         self._registry = WorkflowRegistry(workflows)
         if not self._registry.names():
             raise ValueError("Replayer requires at least one workflow class")
+        self.external_storage = external_storage
+        self.external_storage_cache = external_storage_cache
+
+    def _events(self, history: History) -> List[Dict[str, Any]]:
+        events = history_events(history)
+        if self.external_storage is None:
+            return events  # a reference then fails where it is decoded, naming the missing driver
+        from ..external_storage.wire import resolve_references
+
+        resolved: List[Dict[str, Any]] = resolve_references(events, self.external_storage,
+                                                            self.external_storage_cache)
+        return resolved
 
     @property
     def workflow_types(self) -> List[str]:
@@ -207,7 +221,7 @@ class Replayer:
                workflow_type: Optional[str] = None, workflow_id: Optional[str] = None, run_id: str = "",
                payload_codec: Optional[str] = None, cancel_requested: bool = False) -> ReplayResult:
         """Replay one history (list or export); raises ``NonDeterministicReplayError`` on a mismatch."""
-        events = history_events(history)
+        events = self._events(history)
         meta = history_metadata(history, events)
         cls = self._workflow_cls(workflow_type or meta["workflow_type"])
         arguments = list(start_input) if start_input is not None else recorded_start_input(events, payload_codec)

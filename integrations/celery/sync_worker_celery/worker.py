@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any, List, Optional
 
 from sync_worker import Worker
+from sync_worker.contrib import enable_for_initialized_tools
 from sync_worker.host import WorkerGroup as HostGroup
 from sync_worker.host import WorkerOptions
 from sync_worker.worker import WorkerState
@@ -39,6 +40,7 @@ def build_workers(app: Celery, queues: Optional[List[str]] = None, *, concurrenc
     from .execution import activity_for
 
     app.finalize()
+    enable_for_initialized_tools()  # sentry_sdk.init(...) done: task failures reach Sentry, as with Celery
     client = client or app.client
     interceptors = list(worker_options.pop("interceptors", None) or [])
     from .app import django_configured

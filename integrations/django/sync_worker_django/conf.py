@@ -77,6 +77,7 @@ DEFAULTS: Dict[str, Any] = {
     "AUTODISCOVER_MODULES": ["workflows", "activities", "tasks"],
     "HEALTH_PORT": None,
     "REQUEST_TIMEOUT": _CLIENT.timeout,
+    "LOG_FORMAT": None,  # None: SYNC_WORKER_LOG_FORMAT, else text (durable_worker --log-format)
 }
 
 #: Every key the dict accepts (anything else is reported, so typos do not pass silently).
@@ -93,6 +94,7 @@ E_POOL = "sync_worker.E007"
 E_NUMBER = "sync_worker.E008"
 E_MODULES = "sync_worker.E009"
 E_HEALTH_PORT = "sync_worker.E010"
+E_LOG_FORMAT = "sync_worker.E011"
 #: A warning, not an error: ``migrate`` or ``collectstatic`` in an image build must not fail
 #: because the URL only arrives at run time (DURABLE_WORKFLOW_SERVER_URL); a worker still refuses.
 W_NO_SERVER_URL = "sync_worker.W002"
@@ -115,7 +117,16 @@ _RULES: Dict[str, Tuple[str, rules.Rule]] = {
     "POLL_TIMEOUT": (E_NUMBER, rules.non_negative_seconds),
     "HEARTBEAT_INTERVAL": (E_NUMBER, rules.positive_seconds),
     "REQUEST_TIMEOUT": (E_NUMBER, rules.positive_seconds),
+    "LOG_FORMAT": (E_LOG_FORMAT, lambda value, from_text: _log_format(value)),
 }
+
+
+def _log_format(value: Any) -> Optional[str]:
+    if value is None:
+        return None
+    if not isinstance(value, str) or value.strip().lower() not in ("text", "json"):
+        raise rules.Invalid("must be 'text' or 'json'")
+    return value.strip().lower()
 _QUEUE_KEYS = ("NAME", "CONCURRENCY", "WORKFLOW_CONCURRENCY")
 
 

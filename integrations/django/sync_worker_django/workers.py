@@ -20,6 +20,7 @@ import threading
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from sync_worker import Client, Worker
+from sync_worker.contrib import enable_for_initialized_tools
 
 from .conf import WorkerConfig, get_config
 from .db import DjangoTaskInterceptor
@@ -139,6 +140,7 @@ def build_workers(
     cloned per worker instead of building one from the settings.
     """
     ensure_django()
+    enable_for_initialized_tools()  # settings ran sentry_sdk.init(...): task failures reach Sentry too
     merged: Dict[str, Any] = dict(overrides or {})
     if task_queues:
         merged["TASK_QUEUES"] = list(task_queues)

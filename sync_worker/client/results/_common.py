@@ -54,7 +54,8 @@ def dict_list(value: object) -> List[Dict[str, Any]]:
 
 def decode_payload(value: Any, codec: Optional[str] = None) -> Any:
     """Decode an Avro envelope (or a bare blob with an ``avro`` codec); plain JSON passes through."""
-    if isinstance(value, dict) and "blob" in value:
+    # a reference left unresolved (no driver, or a failed fetch) raises its typed error
+    if isinstance(value, dict) and ("blob" in value or "external_storage" in value):
         return payloads.decode_envelope(value)
     if isinstance(value, str) and codec == payloads.CODEC:
         return payloads.decode_envelope(value, codec=codec)

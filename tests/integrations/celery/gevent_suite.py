@@ -24,7 +24,7 @@ os.chdir(ROOT)
 import pytest  # noqa: E402
 
 SUITES = ["tests/integrations/celery/test_tasks_live.py", "tests/integrations/celery/test_canvas_signals_eager.py",
-          "tests/integrations/celery/test_beat.py"]
+          "tests/integrations/celery/test_beat.py", "tests/integrations/celery/test_sentry_facade.py"]
 
 
 def main(argv: "list[str]") -> int:

@@ -11,7 +11,8 @@ import subprocess
 import sys
 
 ALLOWED = {"sync_worker", "sync_worker._sdk_names", "sync_worker.errors", "sync_worker.errors.outcomes",
-           "sync_worker.payloads", "sync_worker.testing", "sync_worker.testing.pytest_plugin"}
+           "sync_worker.errors.external_payloads", "sync_worker.payloads", "sync_worker.testing",
+           "sync_worker.testing.pytest_plugin"}
 
 
 def test_loading_the_plugin_imports_only_light_modules() -> None:

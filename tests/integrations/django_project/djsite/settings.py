@@ -86,3 +86,9 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"sync_worker": {"handlers": ["console"], "level": os.environ.get("SW_DJANGO_LOG", "WARNING")}},
 }
+
+if os.environ.get("SW_DJANGO_SENTRY_DSN"):  # Sentry as a Django shop turns it on (projecttests/test_sentry_command.py)
+    import sentry_sdk
+    from sentry_sdk.integrations.django import DjangoIntegration
+
+    sentry_sdk.init(dsn=os.environ["SW_DJANGO_SENTRY_DSN"], integrations=[DjangoIntegration()])

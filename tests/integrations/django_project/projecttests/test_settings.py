@@ -67,6 +67,7 @@ class SettingsTests(SimpleTestCase):
             "sync_worker.E008 sticky": {**BASE, "STICKY_CACHE_CAPACITY": -1},
             "sync_worker.E009": {**BASE, "AUTODISCOVER_MODULES": "activities"},
             "sync_worker.E010": {**BASE, "HEALTH_PORT": 70000},
+            "sync_worker.E011": {**BASE, "LOG_FORMAT": "xml"},
         }
         for case, value in cases.items():
             check_id = case.split()[0]

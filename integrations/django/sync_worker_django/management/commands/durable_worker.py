@@ -30,10 +30,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser, SystemCheckError
 
 from sync_worker import Worker
+from sync_worker.cli.params import LOG_FORMAT_ENV
 from sync_worker.health import HealthServer
 from sync_worker.host import EXIT_USAGE, WorkerGroup, serve
+from sync_worker.runtime.log_context import formatter_for
 
-from ...conf import get_config, set_command_overrides
+from ...conf import get_config, raw_settings, set_command_overrides
 from ...discovery import Discovered, autodiscover
 from ...runner import gevent_patched, reexec_patched_for_gevent
 from ...workers import build_workers
@@ -65,6 +67,9 @@ class Command(BaseCommand):
                             help="-P prefork: replace a child once its resident set passes KIB kilobytes.")
         parser.add_argument("-l", "--loglevel", "--log-level", dest="loglevel", default=None,
                             help="Logging level (default: from --verbosity).")
+        parser.add_argument("--log-format", dest="log_format", choices=["text", "json"], default=None,
+                            help="text, or json: one JSON object per line with the task's ids (default: "
+                                 "SYNC_WORKER['LOG_FORMAT'], else env SYNC_WORKER_LOG_FORMAT, else text).")
         parser.add_argument("--shutdown-timeout", type=float, default=None,
                             help="Seconds a warm shutdown waits for running tasks.")
         parser.add_argument("--health-port", type=int, default=None,
@@ -90,12 +95,21 @@ class Command(BaseCommand):
         }
 
     def _configure_logging(self, options: Dict[str, Any]) -> None:
+        """``--loglevel`` (else from ``--verbosity``) and ``--log-format`` (else the setting, else env)."""
         name = options.get("loglevel") or _VERBOSITY_LEVELS.get(int(options.get("verbosity", 1)), "INFO")
         level = logging.getLevelName(str(name).upper())
         if not isinstance(level, int):
             raise CommandError(f"unknown log level {name!r}", returncode=EXIT_USAGE)
-        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                            stream=sys.stderr)
+        chosen = options.get("log_format") or _setting_log_format() or os.environ.get(LOG_FORMAT_ENV)
+        try:
+            formatter = formatter_for(chosen)
+        except ValueError as error:
+            raise CommandError(str(error), returncode=EXIT_USAGE) from None
+        if chosen:
+            os.environ[LOG_FORMAT_ENV] = str(chosen).lower()  # the --reload child and a gevent re-exec too
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(formatter)
+        logging.basicConfig(level=level, handlers=[handler])
         logging.getLogger("sync_worker").setLevel(level)
 
     def execute(self, *args: Any, **options: Any) -> Any:
@@ -216,3 +230,9 @@ class Command(BaseCommand):
                           f"{group.pool} (reloading on code changes, pid {os.getpid()})")
         self.stdout.flush()
         group.run()
+
+
+def _setting_log_format() -> Optional[str]:
+    raw = raw_settings()
+    value = raw.get("LOG_FORMAT") if isinstance(raw, dict) else None
+    return value if isinstance(value, str) else None
