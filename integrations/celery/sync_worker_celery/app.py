@@ -45,6 +45,7 @@ TASK_OPTIONS = {
     "name", "bind", "base", "typing", "max_retries", "default_retry_delay", "autoretry_for", "dont_autoretry_for",
     "retry_kwargs", "retry_backoff", "retry_backoff_max", "retry_jitter", "time_limit", "soft_time_limit",
     "queue", "ignore_result", "acks_late", "rate_limit", "expires", "shared", "lazy", "filter", "pydantic",
+    "pydantic_strict", "pydantic_context", "pydantic_dump_kwargs",
     *IGNORED_TASK_OPTIONS,
 }
 
@@ -129,6 +130,7 @@ class Celery:
         base = task_cls if isinstance(task_cls, type) else BaseTask
         self.Task = type("Task", (base,), {"_app": self, "__module__": __name__})
         self._client: Any = None
+        self._backend: Any = None
         self._client_lock = threading.Lock()
         self._autodiscover: List[Any] = []
         self._periodic: List[Dict[str, Any]] = []
@@ -209,9 +211,14 @@ class Celery:
                 raise TypeError(f"unknown task option {key!r} for {fun.__qualname__}")
             if key in IGNORED_TASK_OPTIONS:
                 notices.once(f"task:{key}", f"task option {key}= is ignored: {IGNORED_TASK_OPTIONS[key]}")
-        for key in ("lazy", "filter", "pydantic"):
+        for key in ("lazy", "filter"):
             if options.pop(key, None):
                 notices.once(f"task:{key}", f"task option {key}= is ignored")
+        if options.pop("pydantic", False):
+            from .pydantic_args import wrap
+
+            fun = wrap(fun, bool(options.pop("pydantic_strict", False)), options.pop("pydantic_context", None),
+                       options.pop("pydantic_dump_kwargs", None))
         task_name = name or _gen_task_name(self, fun.__name__, fun.__module__)
         if task_name in self.tasks and getattr(self.tasks[task_name], "__wrapped__", None) is fun:
             existing: BaseTask = self.tasks[task_name]
@@ -418,6 +425,15 @@ class Celery:
         # As every sync-worker command (and as Celery's own broker_url default to localhost): the
         # local server when none is configured; the start-up line names it.
         return options.or_default_server()
+
+    @property
+    def backend(self) -> Any:
+        """Celery's result-backend API over the server (:class:`~sync_worker_celery.backend.DurableBackend`)."""
+        if self._backend is None:
+            from .backend import DurableBackend
+
+            self._backend = DurableBackend(self)
+        return self._backend
 
     def connection_for_write(self, *args: Any, **kwargs: Any) -> Any:
         raise UnsupportedFeature("broker connections are not supported: there is no broker")

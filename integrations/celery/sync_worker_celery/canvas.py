@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .result import AsyncResult, EagerResult, GroupResult
     from .task import Task
 
-__all__ = ["Signature", "chain", "chord", "group", "maybe_signature", "signature", "subtask"]
+__all__ = ["Signature", "StampingVisitor", "chain", "chord", "group", "maybe_signature", "signature", "subtask"]
 
 MEMBER_SEPARATOR = "~"
 
@@ -45,11 +45,20 @@ class Signature(dict):  # type: ignore[type-arg]
 
     name = property(lambda self: self.get("task"))
     task = property(lambda self: self.get("task"))
-    args = property(lambda self: tuple(self.get("args") or ()))
-    kwargs = property(lambda self: dict(self.get("kwargs") or {}))
-    options = property(lambda self: self["options"])
+    # assignable, as Celery's (sig.args = (...), sig.kwargs = {...}, sig.options = {...})
+    args = property(lambda self: tuple(self.get("args") or ()),
+                    lambda self, value: self.__setitem__("args", tuple(value)))
+    kwargs = property(lambda self: dict(self.get("kwargs") or {}),
+                      lambda self, value: self.__setitem__("kwargs", dict(value)))
+    options = property(lambda self: self["options"], lambda self, value: self.__setitem__("options", dict(value)))
     subtask_type = property(lambda self: self.get("subtask_type"))
-    immutable = property(lambda self: bool(self.get("immutable")))
+    immutable = property(lambda self: bool(self.get("immutable")),
+                         lambda self, value: self.__setitem__("immutable", bool(value)))
+
+    def stamp(self, visitor: Any = None, append_stamps: bool = False, **headers: Any) -> None:
+        raise UnsupportedFeature(STAMPING_REFUSED)
+
+    stamp_links = stamp
 
     @property
     def id(self) -> Optional[str]:
@@ -87,6 +96,9 @@ class Signature(dict):  # type: ignore[type-arg]
         if kwargs and not self.immutable:
             copy["kwargs"] = {**copy.kwargs, **kwargs}
         copy["options"] = {**self.options, **opts}
+        for key in ("link", "link_error"):  # a copy's callbacks are its own (link() on it appends)
+            if isinstance(copy["options"].get(key), (list, tuple)):
+                copy["options"][key] = list(copy["options"][key])
         if getattr(self, "_type", None) is not None:
             copy._type = self._type
         return copy
@@ -120,7 +132,10 @@ class Signature(dict):  # type: ignore[type-arg]
         self["options"].setdefault("link_error", []).append(errback)
         return errback
 
-    on_error = link_error
+    def on_error(self, errback: Signature) -> Signature:
+        """``link_error`` that returns this signature (for chaining), as Celery's."""
+        self.link_error(errback)
+        return self
 
     def freeze(self, _id: Optional[str] = None, **kwargs: Any) -> AsyncResult:
         from .result import AsyncResult
@@ -131,7 +146,7 @@ class Signature(dict):  # type: ignore[type-arg]
 
     def __or__(self, other: Any) -> Signature:
         if isinstance(other, _chain):
-            return _chain(self, *other.tasks, app=self._app)
+            return _chain(self, *other.unchain_tasks(), app=self._app)
         if isinstance(other, Signature):
             if isinstance(self, group) and not isinstance(other, group):
                 return chord(self, other, app=self._app)
@@ -171,6 +186,18 @@ class Signature(dict):  # type: ignore[type-arg]
         return start_canvas(self.app, self, root_id, queue)
 
 
+STAMPING_REFUSED = ("canvas stamping (Signature.stamp, StampingVisitor, stamped_headers) is not supported by "
+                    "sync_worker_celery: put the values in the task's headers= (apply_async(headers=...), read "
+                    "as self.request.<name>) instead")
+
+
+class StampingVisitor:
+    """Celery's stamping visitor base: refused when instantiated (stamping is not supported)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise UnsupportedFeature(STAMPING_REFUSED)
+
+
 def _flatten(tasks: Sequence[Any]) -> List[Any]:
     if len(tasks) == 1 and not isinstance(tasks[0], dict) and isinstance(tasks[0], Iterable):
         return list(tasks[0])
@@ -188,18 +215,30 @@ class _chain(Signature):
     def tasks(self) -> List[Signature]:
         return [maybe_signature(t, app=self._app) for t in self["kwargs"]["tasks"]]
 
+    def unchain_tasks(self) -> List[Signature]:
+        """Copies of the tasks with the chain's own callbacks moved onto them (its link on the last task,
+        its link_error on every task), so joining chains never drops a callback (as Celery's)."""
+        tasks = [t.clone() for t in self.tasks]
+        for callback in self.options.get("link") or []:
+            if tasks:
+                tasks[-1].link(callback)
+        for errback in self.options.get("link_error") or []:
+            for task in tasks:
+                task.link_error(errback)
+        return tasks
+
     def __or__(self, other: Any) -> Signature:
         if isinstance(other, _chain):
-            return _chain(*self.tasks, *other.tasks, app=self._app)
+            return _chain(*self.unchain_tasks(), *other.unchain_tasks(), app=self._app)
         if isinstance(other, Signature):
-            return _chain(*self.tasks, other, app=self._app)
+            return _chain(*self.unchain_tasks(), other, app=self._app)
         return NotImplemented
 
     def clone(self, args: Optional[Sequence[Any]] = None, kwargs: Optional[Dict[str, Any]] = None,
               **opts: Any) -> Signature:
         tasks = self.tasks
-        if args and tasks:
-            tasks[0] = tasks[0].clone(args)
+        if (args or kwargs) and tasks:  # partial arguments go to the first task, as in Celery
+            tasks[0] = tasks[0].clone(args, kwargs)
         copy = _chain(*tasks, app=self._app, **{**self.options, **opts})
         return copy
 
@@ -282,6 +321,11 @@ class chord(Signature):
     @property
     def header(self) -> group:
         return group(self["kwargs"]["header"], app=self._app)
+
+    @property
+    def tasks(self) -> List[Signature]:
+        """The header's tasks (Celery's ``chord.tasks``)."""
+        return self.header.tasks
 
     @property
     def body(self) -> Optional[Signature]:

@@ -26,8 +26,11 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Dict, Generator, List, Optional
 
 from sync_worker import workflow
+from sync_worker.errors import ActivityFailed, ChildWorkflowFailed
 
+from . import errbacks
 from .publish import activity_options, resolve_queue
+from .replace import plan_of
 from .wire import encode_call
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,17 +58,29 @@ def compile_plan(app: Celery, sig: Signature, root_id: str, counter: Optional[Li
         return f"{root_id}~{counter[0]}"
 
     kind = sig.subtask_type
-    if kind == "chain":
-        return {"kind": "chain", "tasks": [compile_plan(app, t, root_id, counter, parent_queue)
-                                           for t in sig.tasks]}  # type: ignore[attr-defined]
-    if kind == "group":
-        return {"kind": "group", "id": sig.id or next_id(),
-                "tasks": [compile_plan(app, t, root_id, counter, parent_queue)
-                          for t in sig.tasks]}  # type: ignore[attr-defined]
-    if kind == "chord":
-        header = compile_plan(app, sig.header, root_id, counter, parent_queue)  # type: ignore[attr-defined]
-        body = compile_plan(app, sig.body, root_id, counter, parent_queue)  # type: ignore[attr-defined]
-        return {"kind": "chord", "id": sig.id or next_id(), "header": header, "body": body}
+    if kind in ("chain", "group", "chord"):
+        if kind == "chain":
+            members = sig.tasks  # type: ignore[attr-defined]
+            timing = {k: sig.options[k] for k in ("countdown", "eta") if sig.options.get(k) is not None}
+            if timing and members:  # a chain's countdown/eta delays its first task, as in Celery
+                members = [members[0].clone(**timing), *members[1:]]
+            plan: Dict[str, Any] = {"kind": "chain", "tasks": [compile_plan(app, t, root_id, counter, parent_queue)
+                                                                for t in members]}
+        elif kind == "group":
+            plan = {"kind": "group", "id": sig.id or next_id(),
+                    "tasks": [compile_plan(app, t, root_id, counter, parent_queue)
+                              for t in sig.tasks]}  # type: ignore[attr-defined]
+        else:
+            header = compile_plan(app, sig.header, root_id, counter, parent_queue)  # type: ignore[attr-defined]
+            body = compile_plan(app, sig.body, root_id, counter, parent_queue)  # type: ignore[attr-defined]
+            plan = {"kind": "chord", "id": sig.id or next_id(), "header": header, "body": body}
+        on_header = bool(app.conf.get("task_allow_error_cb_on_chord_header"))
+        for key in ("link", "link_error"):
+            for callback in sig.options.get(key) or []:
+                compiled = compile_plan(app, maybe_signature(callback, app=app), root_id, counter)
+                attach_callback(plan, key, errbacks.mark(app, compiled) if key == "link_error" else compiled,
+                                on_header)
+        return plan
     task = app.tasks.get(sig.name)
     options = dict(sig.options)
     queue = resolve_queue(app, sig.name, sig.args, sig.kwargs, options, task)
@@ -78,11 +93,47 @@ def compile_plan(app: Celery, sig: Signature, root_id: str, counter: Optional[Li
         "options": activity_options(app, task, options),
         "meta": {k: options[k] for k in ("time_limit", "soft_time_limit", "headers") if options.get(k)},
         "link": [compile_plan(app, maybe_signature(s, app=app), root_id, counter) for s in options.get("link") or []],
-        "link_error": [compile_plan(app, maybe_signature(s, app=app), root_id, counter)
+        "link_error": [errbacks.mark(app, compile_plan(app, maybe_signature(s, app=app), root_id, counter))
                        for s in options.get("link_error") or []],
     }
     assert isinstance(sig, Sig)
     return node
+
+
+def _immutable(plan: Dict[str, Any]) -> Dict[str, Any]:
+    """``plan`` as an immutable callback: its first task(s) ignore the parent's result."""
+    kind = plan["kind"]
+    if kind == "task":
+        return dict(plan, immutable=True)
+    if kind == "chain":
+        tasks = list(plan["tasks"])
+        return dict(plan, tasks=[_immutable(tasks[0]), *tasks[1:]] if tasks else [])
+    if kind == "group":
+        return dict(plan, tasks=[_immutable(t) for t in plan["tasks"]])
+    return dict(plan, header=_immutable(plan["header"]))
+
+
+def attach_callback(plan: Dict[str, Any], key: str, callback: Dict[str, Any], on_header: bool = False) -> None:
+    """Attach a ``link`` / ``link_error`` callback given to a chain, group or chord to the tasks Celery
+    attaches it to, so it runs durably with them (never dropped): a chain's link to its last task and its
+    errback to every task; a group's link (immutable) to its first task and its errback (immutable) to
+    every member; a chord's link and errback to its body (the errback to the header's members too with
+    ``task_allow_error_cb_on_chord_header``). Celery's canvas.py does the same at apply time."""
+    kind = plan["kind"]
+    if kind == "task":
+        plan.setdefault(key, []).append(callback)
+    elif kind == "chain":
+        tasks = plan["tasks"]
+        for target in (tasks if key == "link_error" else tasks[-1:]):
+            attach_callback(target, key, callback, on_header)
+    elif kind == "group":
+        for target in (plan["tasks"] if key == "link_error" else plan["tasks"][:1]):
+            attach_callback(target, key, _immutable(callback), on_header)
+    else:
+        attach_callback(plan["body"], key, callback, on_header)
+        if key == "link_error" and on_header:
+            for target in plan["header"]["tasks"]:
+                attach_callback(target, key, _immutable(callback), on_header)
 
 
 def start_canvas(app: Celery, sig: Signature, root_id: str, queue: str) -> Any:
@@ -96,6 +147,22 @@ def start_canvas(app: Celery, sig: Signature, root_id: str, queue: str) -> Any:
     return AsyncResult(root_id, app=app)
 
 
+def _ends_in_group(node: Dict[str, Any]) -> bool:
+    """A group member unrolled into its group: a group (not a chain ending in one, as in Celery)."""
+    return bool(node["kind"] == "group")
+
+
+def _first_task(node: Dict[str, Any]) -> Dict[str, Any]:
+    """The task node that runs first in ``node`` (where Celery's callbacks on it sit)."""
+    kind = node["kind"]
+    if kind == "task":
+        return node
+    if kind == "chord":
+        return _first_task(node["header"])
+    tasks = node.get("tasks") or []
+    return _first_task(tasks[0]) if tasks else {}
+
+
 def _first_queue(node: Dict[str, Any]) -> Optional[str]:
     kind = node["kind"]
     if kind == "task":
@@ -104,6 +171,14 @@ def _first_queue(node: Dict[str, Any]) -> Optional[str]:
         return _first_queue(node["header"])
     tasks = node.get("tasks") or []
     return _first_queue(tasks[0]) if tasks else None
+
+
+def _member_failure(error: ChildWorkflowFailed) -> ActivityFailed:
+    """A nested canvas's failure as the failed task's own error, so the run (and ``.get()``) reports the
+    task's exception type, not the child-run wrapper. The child run recorded the task's class."""
+    exception_class = error.exception_class or ""
+    exception_type = exception_class.rpartition(".")[2] or None
+    return ActivityFailed(str(error), exception_type=exception_type, exception_class=exception_class or None)
 
 
 @workflow.defn(name=CANVAS_WORKFLOW)
@@ -160,18 +235,41 @@ class CanvasWorkflow:
             yield ctx.sleep(delay)
         try:
             result = yield self._activity(ctx, node, root, parent, has_parent, parent_id)
+            result = yield from self._resolve(ctx, node, root, result)
         except Exception as error:
             self.members[node["id"]] = {"state": "FAILURE", "name": node["name"], "error": str(error)}
-            for errback in node.get("link_error") or []:
-                try:  # an errback gets the failed task's id first (Celery's errback(task_id) form)
-                    yield from self._node(ctx, errback, root, node["id"], True, node["id"])
-                except Exception:
-                    ctx.logger.warning("errback of %s failed", node["id"])
+            yield from self._errbacks(ctx, node.get("link_error") or [], root, node, error)
             raise
         self.members[node["id"]] = {"state": "SUCCESS", "name": node["name"], "result": result}
         for callback in node.get("link") or []:
-            yield from self._node(ctx, callback, root, result, True, node["id"])
+            try:  # a callback is a task of its own (Celery: a separate message): its failure is its own
+                yield from self._node(ctx, callback, root, result, True, node["id"])
+            except Exception:
+                ctx.logger.warning("link callback of %s failed", node["id"])
         return result
+
+    def _resolve(self, ctx: Any, node: Dict[str, Any], root: str, result: Any) -> Generator[Any, Any, Any]:
+        """A member replaced itself (``Task.replace``): run the replacement here; its result is the member's."""
+        plan = plan_of(result)
+        while plan is not None:
+            result = yield from self._node(ctx, plan, root, None, False, node.get("id"))
+            plan = plan_of(result)
+        return result
+
+    def _errbacks(self, ctx: Any, callbacks: List[Dict[str, Any]], root: str, failed: Dict[str, Any],
+                  error: BaseException) -> Generator[Any, Any, None]:
+        """A failed task's errbacks: ``errback(task_id)``, or ``errback(request, exc, traceback)`` for a
+        new-style one (:mod:`sync_worker_celery.errbacks`). An errback's own failure is logged."""
+        failed_id = str(failed["id"])
+        for errback in callbacks:
+            try:
+                if errback.get(errbacks.FLAG) and not errback.get("immutable"):  # immutable: no arguments added
+                    call = errbacks.new_style_call(errback, failed, failed_id, error)
+                    yield from self._node(ctx, call, root, None, False, failed_id)
+                else:
+                    yield from self._node(ctx, errback, root, failed_id, True, failed_id)
+            except Exception:
+                ctx.logger.warning("errback of %s failed", failed_id)
 
     def _node(self, ctx: Any, node: Dict[str, Any], root: str, parent: Any, has_parent: bool,
               parent_id: Optional[str] = None) -> Generator[Any, Any, Any]:
@@ -187,7 +285,14 @@ class CanvasWorkflow:
         if kind == "group":
             return (yield from self._group(ctx, node, root, parent, has_parent, parent_id))
         if kind == "chord":
-            results = yield from self._group(ctx, node["header"], root, parent, has_parent, parent_id)
+            try:
+                results = yield from self._group(ctx, node["header"], root, parent, has_parent, parent_id)
+            except Exception as error:
+                # the body will not run: its errbacks run now, with its id (Celery's chord_error_from_stack)
+                body = _first_task(node["body"])
+                yield from self._errbacks(ctx, body.get("link_error") or [], root, dict(body, id=body.get("id")
+                                                                                       or node["id"]), error)
+                raise
             return (yield from self._node(ctx, node["body"], root, results, True, node["id"]))
         raise ValueError(f"unknown canvas node kind {kind!r}")
 
@@ -210,11 +315,34 @@ class CanvasWorkflow:
                     CANVAS_WORKFLOW, [child, root], task_queue=_first_queue(member)))
         try:
             results = yield commands
+        except ChildWorkflowFailed as error:
+            for member in members:
+                self.members.setdefault(member.get("id", "?"), {"state": "FAILURE"})
+            raise _member_failure(error) from None
         except Exception:
             for member in members:
                 self.members.setdefault(member.get("id", "?"), {"state": "FAILURE"})
             raise
+        results = list(results)
+        replaced = [i for i, result in enumerate(results) if plan_of(result) is not None]
+        if replaced:  # members that replaced themselves: their replacements run side by side
+            children = [ctx.start_child_workflow(CANVAS_WORKFLOW, [plan_of(results[i]), root],
+                                                 task_queue=_first_queue(members[i])) for i in replaced]
+            try:
+                outputs = yield children
+            except ChildWorkflowFailed as error:
+                raise _member_failure(error) from None
+            for i, output in zip(replaced, outputs):
+                results[i] = output
         for member, result in zip(members, results):
-            if member.get("id"):
+            if member.get("id") and member["kind"] == "task":
                 self.members[member["id"]] = {"state": "SUCCESS", "name": member.get("name"), "result": result}
-        return list(results)
+        # a member that is a group (or a chain ending in one) is unrolled into this group, as Celery
+        # unrolls nested groups: its results take its place, side by side with the others
+        flat: List[Any] = []
+        for member, result in zip(members, results):
+            if _ends_in_group(member) and isinstance(result, list):
+                flat.extend(result)
+            else:
+                flat.append(result)
+        return flat

@@ -54,6 +54,10 @@ DEFAULTS: Dict[str, Any] = {
     "worker_hijack_root_logger": True,
     "worker_disable_rate_limits": False,
     "task_default_rate_limit": None,
+    #: A chord's link_error also goes to each header task (Celery's setting; the canvas honours it).
+    "task_allow_error_cb_on_chord_header": False,
+    "broker_transport_options": {},
+    "result_backend_transport_options": {},
     "durable_workflow_server_url": None,
     "durable_workflow_auth_token": None,
     "durable_workflow_namespace": None,

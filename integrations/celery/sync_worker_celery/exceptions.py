@@ -24,6 +24,7 @@ __all__ = [
     "DuplicateNodenameWarning",
     "FixupWarning",
     "Ignore",
+    "Replaced",
     "ImproperlyConfigured",
     "IncompleteStream",
     "InvalidTaskError",
@@ -105,6 +106,15 @@ RetryTaskError = Retry
 
 class Ignore(TaskPredicate):
     """The task is to be ignored: no state is recorded by Celery. Here: it completes with ``None``."""
+
+
+class Replaced(Ignore):
+    """Raised by ``Task.replace(sig)`` (Celery raises ``Ignore`` there too): the running task's result
+    becomes the result of ``sig``, which runs in its place (:mod:`sync_worker_celery.replace`)."""
+
+    def __init__(self, sig: Any) -> None:
+        super().__init__("Replaced by new task")
+        self.sig = sig
 
 
 class Reject(TaskPredicate):

@@ -20,9 +20,9 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-from . import ratelimit, signals, states
+from . import errbacks, ratelimit, signals, states
 from .einfo import ExceptionInfo
-from .exceptions import Ignore, Reject, Retry, TaskRevokedError
+from .exceptions import Ignore, Reject, Replaced, Retry, TaskRevokedError
 from .request import Context
 from .timelimits import TimeLimits, interrupt_current
 from .wire import decode_call, exponential_backoff
@@ -81,6 +81,8 @@ def trace(task: Task, args: Tuple[Any, ...], kwargs: Dict[str, Any], request: Co
                 raise pending
         except Retry as retry:
             outcome = Outcome(states.RETRY, retry, retry, ExceptionInfo(retry), retry)
+        except Replaced as replaced:  # an Ignore: the replacement's result will be the task's
+            outcome = Outcome(states.IGNORED, replaced)
         except Ignore:
             outcome = Outcome(states.IGNORED, None)
         except Reject as reject:
@@ -154,6 +156,12 @@ def apply_eagerly(task: Task, args: Tuple[Any, ...], kwargs: Dict[str, Any], *, 
         eager_state: List[Any] = []
         request._publish_state = eager_state.append  # type: ignore[attr-defined]
         outcome = trace(task, args, kwargs, request)
+        if isinstance(outcome.retval, Replaced):  # the replacement runs here; its outcome is the task's
+            from .canvas import maybe_signature
+
+            replaced = maybe_signature(outcome.retval.sig, app=app).apply()
+            return EagerResult(task_id, replaced.result, replaced.state, traceback=replaced.traceback,
+                               name=task.name)
         if outcome.state != states.RETRY:
             break
         retries += 1
@@ -165,6 +173,8 @@ def apply_eagerly(task: Task, args: Tuple[Any, ...], kwargs: Dict[str, Any], *, 
     for callback in _as_list(link if outcome.state == states.SUCCESS else link_error):
         if outcome.state == states.SUCCESS:
             callback.clone(args=(outcome.retval,) if not callback.immutable else ()).apply()
+        elif errbacks.new_style(app, callback.name):
+            callback.clone(args=(request, outcome.exception, result.traceback)).apply()
         else:
             callback.clone(args=(task_id,)).apply()
     return result
@@ -244,6 +254,8 @@ def activity_for(task: Task) -> Callable[..., Any]:
 
     def run_task(*wire_args: Any) -> Any:
         args, kwargs, meta = decode_call(wire_args)
+        if meta.get(errbacks.FLAG):  # errback(request, exc, traceback): rebuilt from plain data
+            args = errbacks.decode_args(list(args))
         ctx = activity.context()
         info = ctx.info
         app = task.app
@@ -268,6 +280,11 @@ def activity_for(task: Task) -> Callable[..., Any]:
         interval = float(app.conf.durable_workflow_heartbeat_interval or 0)
         with _Watch(ctx, app, standalone, interval) as watch:
             outcome = trace(task, tuple(args), dict(kwargs), request, (hard, soft))
+        if isinstance(outcome.retval, Replaced):
+            from .replace import replacement_marker
+
+            return replacement_marker(app, outcome.retval.sig, task_id, in_canvas=standalone is None,
+                                      queue=info.task_queue)
         if outcome.state in (states.SUCCESS, states.IGNORED):
             return outcome.retval
         if outcome.state == states.RETRY:

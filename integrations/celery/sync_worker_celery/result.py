@@ -138,6 +138,11 @@ class AsyncResult(ResultBase):
         if described.get("status") in ("cancelled", "canceled", "terminated"):
             status = states.REVOKED
         if status == states.SUCCESS:
+            from .replace import follow
+
+            replaced_by = follow(described.get("result"))
+            if replaced_by is not None:  # Task.replace(): the result is the replacement run's
+                return AsyncResult(replaced_by, app=self.app)._meta()
             return {"status": status, "result": described.get("result"), "traceback": None}
         if status == states.FAILURE:
             return self._failure_meta(described.get("failure") or {})

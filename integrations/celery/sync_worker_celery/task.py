@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple, Type
 
 from . import notices
-from .exceptions import MaxRetriesExceededError, Retry, UnsupportedFeature
+from .exceptions import MaxRetriesExceededError, Replaced, Retry, UnsupportedFeature
 from .request import Context, RequestStack
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,6 +77,11 @@ class Task:
 
             return current_app()
         return self._app
+
+    @property
+    def backend(self) -> Any:
+        """The app's result backend (the server; :class:`~sync_worker_celery.backend.DurableBackend`)."""
+        return self.app.backend
 
     def bind_app(self, app: Celery) -> None:
         self._app = app
@@ -235,6 +240,30 @@ class Task:
             raise ret
         request._pending_retry = ret  # type: ignore[attr-defined]
         return ret
+
+    def add_to_chord(self, sig: Any, lazy: bool = False) -> Any:
+        raise UnsupportedFeature("Task.add_to_chord() is not supported: a chord's header is fixed when the chord "
+                                 "is applied (one durable run); replace the task with a group "
+                                 "(self.replace(group(...))) to fan out from inside it")
+
+    def on_replace(self, sig: Any) -> Any:
+        """Celery's hook: the signature that will replace this task (override to change it)."""
+        return sig
+
+    def replace(self, sig: Any) -> Any:
+        """Replace this running task with ``sig`` (a task signature or a canvas): the task's result
+        becomes ``sig``'s result, durably (:mod:`sync_worker_celery.replace`). Raises ``Ignore``
+        (:class:`~sync_worker_celery.exceptions.Replaced`), as Celery's does."""
+        from .canvas import maybe_signature
+
+        if self.request.called_directly:
+            raise UnsupportedFeature("Task.replace() outside a running task (the task was called directly)")
+        sig = maybe_signature(sig, app=self.app)
+        if sig.subtask_type == "chain" and not sig.tasks:
+            from .exceptions import ImproperlyConfigured
+
+            raise ImproperlyConfigured("Cannot replace with an empty chain")
+        raise Replaced(self.on_replace(maybe_signature(sig, app=self.app)))
 
     def update_state(self, task_id: Optional[str] = None, state: Optional[str] = None,
                      meta: Any = None, **kwargs: Any) -> None:

@@ -184,9 +184,10 @@ def test_link_error_calls_the_errback_with_the_failed_task_id() -> None:
     result = explode.apply_async(("linked",), link_error=remember_failure.s("noted"))
     with pytest.raises(ValueError, match="linked"):
         result.get(timeout=30)
-    wait_for(lambda: any(note == "noted" for _, note in ERRBACKS), timeout=15)
-    failed_id, _ = next(entry for entry in ERRBACKS if entry[1] == "noted")
+    wait_for(lambda: any(note == "noted" for _, note, _ in ERRBACKS), timeout=15)
+    failed_id, _, exc = next(entry for entry in ERRBACKS if entry[1] == "noted")
     assert failed_id.startswith(result.id)
+    assert isinstance(exc, ValueError) and "linked" in str(exc)   # the task's own exception, rebuilt
 
 
 def test_an_unimportable_exception_type_comes_back_as_remote_task_error() -> None:

@@ -106,6 +106,38 @@ ERRBACKS = []
 
 
 @app.task
-def remember_failure(task_id, note):
-    ERRBACKS.append((task_id, note))
+def remember_failure(request, exc, traceback, note):
+    """A new-style errback (Celery calls it with the failed call's request, exception and traceback)."""
+    ERRBACKS.append((request.id, note, exc))
+    return request.id
+
+
+CALLBACKS = []
+
+
+@app.task
+def note(*args):
+    """Records its arguments (a callback's; as an errback, new style: request, exc, traceback first)."""
+    CALLBACKS.append(args)
+    return [getattr(a, "id", None) if hasattr(a, "id") else repr(a) if isinstance(a, Exception) else a
+            for a in args]
+
+
+@app.task
+def note_old_style(task_id):
+    """An old-style errback (one argument: the failed task's id)."""
+    CALLBACKS.append((task_id, "old-style"))
     return task_id
+
+
+@app.task(bind=True)
+def add_replaced(self, x, y):
+    raise self.replace(add.s(x, y))
+
+
+@app.task(bind=True)
+def replaced_by_canvas(self, x, fail=False):
+    from sync_worker_celery import chain, group
+
+    last = explode.si("replaced boom") if fail else tsum.s()
+    return self.replace(chain(group(add.s(x, 1), add.s(x, 2)), last))

@@ -1,0 +1,250 @@
+"""Our conftest for Celery's integration suite run through ``sync_worker_celery``.
+
+Staged as ``t/integration/conftest.py`` in place of Celery's (which builds a real Celery worker).
+For the session it starts, each in its own process and stopped at the end:
+
+* ``redis-server`` on a free port: the suite's tasks (``redis_echo``, ``redis_count``...) write
+  to Redis as a side channel the tests read; results and messages never go through it;
+* the dev server (``sync-worker devserver``, in-memory SQLite);
+* one worker: ``sync-worker celery -A t.integration._worker_app worker -c 1``. Celery's test
+  worker runs one task at a time (``celery.contrib.testing.worker.start_worker`` defaults to
+  ``concurrency=1``) and some tests rely on it (``test_expired`` queues tasks behind sleeping
+  ones), so ours does too. ``SW_CELERY_SUITE_CONCURRENCY`` changes it.
+
+It provides the fixtures and helpers Celery's conftest does (``manager``, ``app``,
+``celery_session_app``, ``celery_session_worker``, ``flaky``, ``get_redis_connection``,
+``get_active_redis_channels``, ``check_for_logs``, ``TEST_BACKEND``). ``app.conf.result_backend``
+names the private Redis, as in Celery's own run, so the tests that need Redis as their side channel
+run; the facade accepts the setting and ignores it (results are the server's).
+"""
+
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from sync_worker_celery import Celery
+from sync_worker_celery.exceptions import TimeoutError
+from t.integration.tasks import get_redis_connection
+
+logger = logging.getLogger(__name__)
+
+TEST_BROKER = os.environ.get("TEST_BROKER", "pyamqp://")
+TEST_BACKEND = os.environ.get("TEST_BACKEND", "redis://")
+ROOT = Path(__file__).resolve().parents[2]  # the staging folder (holds t/)
+
+RETRYABLE_EXCEPTIONS = (OSError, ConnectionError, TimeoutError)
+
+
+def is_retryable_exception(exc):
+    return isinstance(exc, RETRYABLE_EXCEPTIONS)
+
+
+# Celery's conftest reruns a test up to 5 times on a retryable error; SW_CELERY_SUITE_RERUNS lowers
+# that (the CI leg runs with 1: stricter than Celery's own run, and a hanging test costs less).
+_flaky = pytest.mark.flaky(reruns=int(os.environ.get("SW_CELERY_SUITE_RERUNS", "5")), reruns_delay=1,
+                           cause=is_retryable_exception)
+_timeout = pytest.mark.timeout(timeout=300)
+
+
+def flaky(fn):
+    return _timeout(_flaky(fn))
+
+
+__all__ = ("flaky", "get_active_redis_channels")
+
+
+def get_active_redis_channels():
+    return get_redis_connection().execute_command("PUBSUB CHANNELS")
+
+
+def check_for_logs(caplog, message: str, max_wait: float = 1.0, interval: float = 0.1) -> bool:
+    start_time = time.monotonic()
+    while time.monotonic() - start_time < max_wait:
+        if any(re.search(message, record.message) for record in caplog.records):
+            return True
+        time.sleep(interval)
+    return False
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+class _Services:
+    """The session's processes; logs in a scratch folder (kept when SW_CELERY_SUITE_LOGS names one)."""
+
+    def __init__(self):
+        self.dir = Path(os.environ.get("SW_CELERY_SUITE_LOGS") or tempfile.mkdtemp(prefix="celery-suite-"))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.procs = []
+        self.redis_port = None
+        self.server_url = None
+
+    def spawn(self, name, argv, env=None):
+        log = open(self.dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(argv, cwd=str(ROOT), env=env or os.environ.copy(), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append((name, proc, log))
+        return proc
+
+    def text(self, name):
+        return (self.dir / f"{name}.log").read_text(errors="replace")
+
+    def start(self):
+        redis_server = shutil.which("redis-server")
+        if redis_server is None:
+            raise RuntimeError("redis-server is not installed (scripts/services.sh installs it): the suite's tasks "
+                               "write to Redis")
+        self.redis_port = _free_port()
+        self.spawn("redis", [redis_server, "--bind", "127.0.0.1", "--port", str(self.redis_port), "--save", "",
+                             "--appendonly", "no"])
+        os.environ["REDIS_HOST"] = "127.0.0.1"
+        os.environ["REDIS_PORT"] = str(self.redis_port)
+        _wait(lambda: self._answers(self.redis_port), 30, "redis-server")
+        port = _free_port()
+        self.spawn("devserver", [sys.executable, "-m", "sync_worker", "devserver", "--port", str(port),
+                                 "--log-level", "warning", "--query-timeout", "30"])
+        _wait(lambda: self._answers(port), 60, "the dev server")
+        self.server_url = f"http://127.0.0.1:{port}"
+        os.environ["DURABLE_WORKFLOW_SERVER_URL"] = self.server_url
+        env = os.environ.copy()
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        env.setdefault("DURABLE_WORKFLOW_HEARTBEAT_INTERVAL", "2")
+        concurrency = os.environ.get("SW_CELERY_SUITE_CONCURRENCY", "1")
+        self.spawn("worker", [sys.executable, "-m", "sync_worker", "celery", "-A", "t.integration._worker_app",
+                              "worker", "-c", concurrency, "-l", "info"], env=env)
+        _wait(lambda: "ready: queues" in self.text("worker") or self.procs[-1][1].poll() is not None, 120,
+              "the worker's ready line")
+        if self.procs[-1][1].poll() is not None:
+            raise RuntimeError("the worker exited:\n" + self.text("worker")[-4000:])
+
+    @staticmethod
+    def _answers(port):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True
+        except OSError:
+            return False
+
+    def stop(self):
+        for _name, proc, log in reversed(self.procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
+            log.close()
+        logger.info("celery suite logs: %s", self.dir)
+
+
+_services = _Services()
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):
+        _services.start()
+
+
+def pytest_unconfigure(config):
+    _services.stop()
+
+
+class Manager:
+    """What Celery's ``celery.contrib.testing.manager.Manager`` offers the suite."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def inspect(self, timeout=1.0):
+        return self.app.control.inspect(timeout=timeout)
+
+    def join(self, r, propagate=False, max_retries=10, **kwargs):
+        return r.get(propagate=propagate, **kwargs)
+
+    def wait_until_idle(self, timeout=30):
+        inspect = self.inspect()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            active = inspect.active() or {}
+            if not any(active.values()):
+                return
+            time.sleep(0.2)
+        raise TimeoutError("the worker did not become idle")
+
+    def assert_accepted(self, ids, interval=0.5, desc="waiting for tasks to be accepted", **policy):
+        raise NotImplementedError("Manager.assert_accepted needs inspect().active()/reserved() by task id")
+
+    def assert_result_tasks_in_progress_or_completed(self, async_results, **policy):
+        raise NotImplementedError("Manager.assert_result_tasks_in_progress_or_completed is not provided")
+
+
+@pytest.fixture(scope="session")
+def celery_config():
+    redis = f"redis://127.0.0.1:{_services.redis_port}/0"
+    return {"broker_url": redis, "result_backend": redis, "result_extended": True,
+            "durable_workflow_server_url": _services.server_url}
+
+
+@pytest.fixture(scope="session")
+def celery_session_app(celery_config):
+    app = Celery("celery_suite", set_as_current=False)
+    app.conf.update(celery_config)
+    from t.integration.tasks import ClassBasedAutoRetryTask
+
+    app.register_task(ClassBasedAutoRetryTask)
+    yield app
+    app.close()
+
+
+@pytest.fixture(scope="session")
+def celery_session_worker(celery_session_app):
+    """The ``sync-worker celery`` process started for the session (its log: ``worker.log``)."""
+    return _services
+
+
+@pytest.fixture
+def celery_app(celery_session_app):
+    return celery_session_app
+
+
+@pytest.fixture
+def app(celery_app):
+    yield celery_app
+
+
+@pytest.fixture
+def manager(app, celery_session_worker):
+    manager = Manager(app)
+    yield manager
+    try:
+        manager.wait_until_idle()
+    except Exception as e:
+        logger.warning("Failed to stop Celery test manager cleanly: %s", e)
+
+
+@pytest.fixture(autouse=True)
+def ZZZZ_set_app_current(app):
+    app.set_current()
+    app.set_default()
