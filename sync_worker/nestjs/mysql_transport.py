@@ -55,7 +55,9 @@ class MysqlTransport(TableTransport):
 
     kind = "mysql"
     _logger = logging.getLogger("sync_worker.nestjs.mysql")
-    quote = staticmethod(lambda name: f"`{name}`")
+    @staticmethod
+    def quote(name: str) -> str:
+        return f"`{name}`"
 
     def __init__(
         self,

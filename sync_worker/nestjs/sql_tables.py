@@ -42,8 +42,10 @@ class TableTransport:
 
     kind = "sql"
     _logger = logging.getLogger("sync_worker.nestjs.sql")
-    #: How the dialect quotes a table name (PostgreSQL: bare; MySQL: backticks).
-    quote: Callable[[str], str] = staticmethod(lambda name: name)
+    @staticmethod
+    def quote(name: str) -> str:
+        """How the dialect quotes a table name (PostgreSQL: bare; MySQL: backticks)."""
+        return name
 
     def __init__(self, *, prefix: str = "durable", lock_duration: float = 30.0, poll_interval: float = 0.5,
                  auto_create: bool = True) -> None:
