@@ -21,6 +21,7 @@ from sync_worker.devserver import DevServer
 from sync_worker.errors import UpdateRejected, UpdateValidationFailed
 from sync_worker.payloads import envelope
 from sync_worker.worker.update_validation import server_supports_validation
+from tests._sdk_missing import SDK_MISSING
 from tests.unit.devserver._raw import Raw
 
 CONTRACT = {"queries": [], "signals": [], "updates": ["add", "plain"], "update_validators": ["add"]}
@@ -99,7 +100,8 @@ def test_the_advertisement_is_what_the_published_sdk_requires(server: DevServer)
     info = Raw(server.url).ok("GET", "/cluster/info", plane="worker")
     capabilities = info["worker_protocol"]["server_capabilities"]
     assert server_supports_validation(capabilities)
-    from durable_workflow.worker import _server_supports_update_validation_tasks
+    sdk_worker = pytest.importorskip("durable_workflow.worker", reason=SDK_MISSING)
+    _server_supports_update_validation_tasks = sdk_worker._server_supports_update_validation_tasks
 
     assert _server_supports_update_validation_tasks(info)
 
