@@ -14,6 +14,12 @@ import importlib.util
 from typing import List
 
 from tests._devserver import *  # noqa: F403
+from tests._no_skips import (  # noqa: F401  (pytest hooks)
+    pytest_collectreport,
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
 from tests._sdk_missing import SDK_MISSING
 
 #: Test modules that import the published SDK when they load (paths relative to tests/).

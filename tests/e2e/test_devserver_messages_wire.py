@@ -15,8 +15,9 @@ from typing import Any, Callable, Dict, List
 import pytest
 
 from sync_worker.devserver import DevServer
+from tests._sdk_missing import SDK_MISSING
 
-durable_workflow = pytest.importorskip("durable_workflow")  # the interop peer needs Python 3.10+
+durable_workflow = pytest.importorskip("durable_workflow", reason=SDK_MISSING)
 from durable_workflow import Client, activity, workflow  # noqa: E402
 
 from tests.interop._sdk import run, with_worker  # noqa: E402
