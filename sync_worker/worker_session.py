@@ -30,7 +30,7 @@ _MAX_TEXT = 255  # the schema's maxLength of session ids, queues and requirement
 def _positive(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"worker session {name} must be positive")
-    return value
+    return int(value)
 
 
 @dataclass(frozen=True)

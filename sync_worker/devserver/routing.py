@@ -62,9 +62,9 @@ def first_ready(engine: Engine, table: str, where: str, params: Sequence[Any], o
     """The first row of ``table`` matching ``where`` in ``order`` whose ``type_column`` is in ``types``
     (and that ``accept`` admits, when given: it is asked in order until one is admitted)."""
     if accept is not None:
-        found = first_ready(engine, table, where, params, order, type_column, types)
-        if found is None or accept(found):
-            return found
+        head = first_ready(engine, table, where, params, order, type_column, types)
+        if head is None or accept(head):
+            return head
         return _scan(engine, table, where, params, order, type_column, types, accept)
     if types is None:
         found = engine.store.select(table, where, params, order=order, limit=1)

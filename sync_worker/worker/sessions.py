@@ -121,7 +121,7 @@ class SessionBook:
             except ServerError as error:
                 if 400 <= error.status < 500:  # the server says the lease is no longer ours
                     logger.warning("worker session %s was lost (%s); activities pinned to it will be "
-                                   "reacquired or failed by the server", sid, error.reason or error.status)
+                                   "reacquired or failed by the server", sid, error.reason() or error.status)
                     session.lost()
                     continue
                 logger.warning("worker session %s renewal failed: %s", sid, error)
