@@ -56,6 +56,22 @@ class LostSession:
         return {"first": first, "lost": None}
 
 
+@workflow.defn(name="e2e.session.sleepy")
+class SleepySession:
+    """Two session steps two (virtual) days apart: far longer than the session's lease."""
+
+    def run(self, ctx: Any, session_id: str, reacquire: bool, ttl: int) -> Any:
+        session = WorkerSessionOptions(session_id=session_id, lease_seconds=30, ttl_seconds=ttl,
+                                       allow_reacquire_after_failure=reacquire)
+        first = yield ctx.schedule_activity("e2e.session.where", [0], worker_session=session)
+        yield ctx.sleep(2 * 86_400)
+        try:
+            second = yield ctx.schedule_activity("e2e.session.where", [1], worker_session=session)
+        except ActivityFailed as error:
+            return {"lost": error.code}
+        return {"lost": None, "same_worker": first["worker"] == second["worker"]}
+
+
 @pytest.fixture
 def server() -> Iterator[DevServer]:
     with DevServer(port=0, db=":memory:", workflow_task_lease_seconds=30) as srv:
@@ -164,3 +180,20 @@ def test_replay_of_a_session_workflow_reaches_the_same_decisions(client: Client)
         assert wire.get("worker_session") == event["payload"].get("worker_session")
     # sticky: resuming at every cut equals the cold replay there
     every_cut(PinnedSteps, [session_id, 3], history)
+
+
+@pytest.mark.parametrize("reacquire, ttl, lost", [
+    (True, 10 * 86_400, None),  # the lapsed lease is taken over by the (only) worker that polls next
+    (False, 10 * 86_400, "session_reacquire_disallowed"),
+    (True, 1800, "session_closed"),  # past the session's TTL: terminal whatever the reacquire option
+])
+def test_a_time_skip_past_the_lease_ends_the_session_as_docs_sessions_md_says(
+        durable_env: Any, reacquire: bool, ttl: int, lost: Any) -> None:
+    with durable_env.worker(workflows=[SleepySession], activities=[where]):
+        before = durable_env.time()
+        handle = durable_env.client.start_workflow(
+            "e2e.session.sleepy", f"ts-{uuid.uuid4().hex[:6]}", reacquire, ttl, task_queue=durable_env.task_queue,
+            execution_timeout_seconds=10 * 86_400, run_timeout_seconds=10 * 86_400)
+        result = handle.result(timeout=30)
+        assert durable_env.time() - before >= 2 * 86_400
+    assert result == ({"lost": None, "same_worker": True} if lost is None else {"lost": lost})
