@@ -130,5 +130,6 @@ __all__ = [
     "errors",
     "payloads",
     "workflow",
-    *sorted(set(SDK_NAMES) - {"client", "external_storage", "interceptors", "testing", "worker"}),
+    *sorted(set(SDK_NAMES) - {"client", "external_storage", "interceptors", "testing", "worker",
+                                    "worker_session"}),
 ]

@@ -44,8 +44,9 @@ _BY_MODULE: Dict[str, Tuple[str, ...]] = {
         "ExternalPayloadReference", "ExternalPayloadStoragePolicy", "ExternalStorageDriver", "GCSExternalStorage",
         "LocalFilesystemExternalStorage", "S3ExternalStorage", "delete_external_payload",
         "external_storage_driver_from_policy", "external_storage_envelope", "fetch_external_payload",
-        "store_external_payload"),
+        "store_external_payload", "RuntimeExternalPayloadReference", "RUNTIME_EXTERNAL_PAYLOAD_REFERENCE_SCHEMA"),
     "sync_worker.worker.prometheus": ("PrometheusMetrics",),
+    "sync_worker.worker_session": ("WorkerSession", "WorkerSessionOptions"),
 }
 
 #: name -> (module, attribute or None for the module itself)
@@ -61,4 +62,5 @@ SDK_NAMES.update({
     "interceptors": ("sync_worker.interceptors", None),
     "testing": ("sync_worker.testing", None),
     "worker": ("sync_worker.worker", None),
+    "worker_session": ("sync_worker.worker_session", None),
 })

@@ -39,6 +39,8 @@ SDK_MODULES = [
     "interop/test_sdk_end_to_end.py",
     "interop/test_sdk_namespace_isolation.py",
     "interop/test_sdk_names.py",
+    "interop/test_sdk_sessions.py",
+    "interop/test_sdk_runtime_reference.py",
     "interop/test_sdk_external_storage.py",
     "unit/observability/test_trace_context_wire.py",
     "interop/test_sync_client_swap.py",

@@ -62,6 +62,36 @@ class WorkerPlane(ClientBase):
             operation="worker.heartbeat",
         ))
 
+    # -- worker sessions (§3.4) ---------------------------------------------------------------
+
+    def create_worker_session(self, worker_id: str, options: Any, *,
+                              cancel: Optional[CancelToken] = None) -> Dict[str, Any]:
+        """``POST /worker/sessions``: ``options`` is a :class:`~sync_worker.WorkerSessionOptions`."""
+        return self._dict(self._call(
+            "worker", "POST", routes.SESSIONS, route=routes.SESSIONS,
+            body={"worker_id": worker_id, **options.to_wire()}, cancel=cancel, operation="worker.session.create",
+        ))
+
+    def renew_worker_session(self, worker_id: str, session_id: str, lease_seconds: int, *,
+                             cancel: Optional[CancelToken] = None) -> Dict[str, Any]:
+        """``POST /worker/sessions/{id}/heartbeat``."""
+        if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, int) or lease_seconds < 1:
+            raise ValueError("worker session lease_seconds must be positive")
+        return self._dict(self._call(
+            "worker", "POST", routes.path(routes.SESSION_HEARTBEAT, session_id=segment(session_id)),
+            route=routes.label(routes.SESSION_HEARTBEAT), body={"worker_id": worker_id, "lease_seconds": lease_seconds},
+            cancel=cancel, operation="worker.session.heartbeat",
+        ))
+
+    def close_worker_session(self, worker_id: str, session_id: str, reason: str = "worker_shutdown", *,
+                             cancel: Optional[CancelToken] = None) -> Dict[str, Any]:
+        """``DELETE /worker/sessions/{id}``."""
+        return self._dict(self._call(
+            "worker", "DELETE", routes.path(routes.SESSION, session_id=segment(session_id)),
+            route=routes.label(routes.SESSION), body={"worker_id": worker_id, "reason": reason}, cancel=cancel,
+            operation="worker.session.close",
+        ))
+
     def deregister_worker_fenced(self, worker_id: str, registration_token: str, *, timeout: float) -> Dict[str, Any]:
         """Fenced deregistration: one attempt; the receipt must echo worker id and token."""
         route = routes.label(routes.DEREGISTER_FENCED)

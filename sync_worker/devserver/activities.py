@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..protocol import reasons
-from . import routing, trace_context
+from . import routing, sessions, trace_context
 from .engine import Engine
 from .lifecycle import close_run
 from .payload_checks import check_payload
@@ -24,7 +24,8 @@ _TIMEOUT_KEYS = ("start_to_close", "schedule_to_start", "schedule_to_close", "he
 
 def schedule(engine: Engine, run: Row, *, sequence: int, activity_type: str, arguments: Any,
              task_queue: str, retry_policy: Optional[Dict[str, Any]], timeouts: Dict[str, Optional[int]],
-             parallel: Dict[str, Any], standalone: bool = False) -> Row:
+             parallel: Dict[str, Any], standalone: bool = False,
+             worker_session: Optional[Dict[str, Any]] = None) -> Row:
     ts = engine.now()
     act: Row = {
         "execution_id": ordered_id("act"), "namespace": run["namespace"], "task_queue": task_queue,
@@ -34,10 +35,15 @@ def schedule(engine: Engine, run: Row, *, sequence: int, activity_type: str, arg
         "parallel": parallel, "scheduled_at": ts, "started_at": None, "last_heartbeat_at": None,
         "lease_owner": None, "lease_expires_at": None, "available_at": ts, "standalone": standalone,
         "result": None, "failure": None, "heartbeat_details": None, "closed_at": None,
+        "worker_session": worker_session,
     }
     if run.get("observability_context") is not None:  # the run's trace, handed to every attempt
         act["observability_context"] = run["observability_context"]
     _recompute_due(engine, act)
+    if worker_session is not None:
+        # the scheduler looks at it at once: a session already gone for good fails it (``on_due``),
+        # outside the workflow task that scheduled it
+        act["due_at"] = ts
     engine.store.put("activities", act)
     engine.notify(run["namespace"], "activity", task_queue)
     engine.stranded.note(engine, run["namespace"], task_queue, "activity", activity_type)
@@ -60,7 +66,7 @@ def _recompute_due(engine: Engine, act: Row) -> None:
     act["due_at"] = min(candidates) if candidates and act["state"] in _OPEN else None
 
 
-def describe_task(act: Row) -> Dict[str, Any]:
+def describe_task(act: Row, engine: Optional[Engine] = None) -> Dict[str, Any]:
     t = act["timeouts"] or {}
     def _at(base: Optional[float], key: str) -> Optional[str]:
         return iso(base + t[key]) if t.get(key) and base is not None else None
@@ -71,7 +77,7 @@ def describe_task(act: Row) -> Dict[str, Any]:
         "schedule_to_close": _at(act["scheduled_at"], "schedule_to_close"),
         "heartbeat": _at(act["last_heartbeat_at"] or act["started_at"], "heartbeat"),
     }
-    return {
+    task = {
         "task_id": act["task_id"], "activity_attempt_id": act["attempt_id"], "attempt_id": act["attempt_id"],
         "activity_type": act["activity_type"], "attempt_number": act["attempt_number"],
         "payload_codec": "avro", "arguments": act["arguments"], "workflow_id": act["workflow_id"],
@@ -81,6 +87,9 @@ def describe_task(act: Row) -> Dict[str, Any]:
         "lease_expires_at": iso(act["lease_expires_at"]), "deadlines": deadlines,
         **trace_context.activity_fields(act),
     }
+    if engine is not None and act.get("worker_session"):
+        task["worker_session"] = sessions.affinity(engine, act)  # the holder tracks its session by it
+    return task
 
 
 def claim(engine: Engine, namespace: str, queue: str, worker_id: str,
@@ -88,10 +97,12 @@ def claim(engine: Engine, namespace: str, queue: str, worker_id: str,
     """Lease the oldest ready activity on ``queue`` whose type the worker registered (``None``: any).
 
     The caller holds a transaction. Routing by type as the engine's ``DefaultActivityTaskBridge::poll``
-    (see ``routing``).
+    (see ``routing``). An activity pinned to a worker session goes only to the worker the session
+    admits (``sessions.admit``: its holder, or a worker that may create or reacquire it).
     """
     act = routing.first_ready(engine, "activities", "namespace = ? AND task_queue = ? AND state = 'ready'",
-                              (namespace, queue), "execution_id", "activity_type", activity_types)
+                              (namespace, queue), "execution_id", "activity_type", activity_types,
+                              accept=lambda row: sessions.admit(engine, namespace, worker_id, row))
     if act is None:
         return None
     ts = engine.now()
@@ -165,6 +176,7 @@ def complete(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any])
     act.update({"state": "done", "result": body.get("result"), "closed_at": engine.now(), "due_at": None})
     engine.store.put("activities", act)
     _resolve(engine, act, "ActivityCompleted", {"result": body.get("result"), "payload_codec": "avro"})
+    sessions.released(engine, act)
     receipt = {"outcome": "completed", "task_id": task_id, "activity_attempt_id": act["attempt_id"], "reason": None}
     _store_receipt(engine, namespace, key, "complete", receipt)
     return receipt
@@ -183,6 +195,7 @@ def fail(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> 
     if failure.get("details") is not None:
         check_payload(failure.get("details"), "failure.details")
     outcome = retry_or_fail(engine, act, failure, None)
+    sessions.released(engine, act)
     receipt = {"outcome": outcome, "task_id": task_id, "activity_attempt_id": act["attempt_id"], "reason": None}
     _store_receipt(engine, namespace, key, "fail", receipt)
     return receipt
@@ -202,9 +215,13 @@ def heartbeat(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]
         act["heartbeat_details"] = body["details"]
     _recompute_due(engine, act)
     engine.store.put("activities", act)
-    return {"task_id": task_id, "activity_attempt_id": act["attempt_id"], "lease_owner": act["lease_owner"],
-            "cancel_requested": False, "can_continue": True, "reason": None, "heartbeat_recorded": True,
-            "last_heartbeat_at": iso(act["last_heartbeat_at"]), "lease_expires_at": iso(act["lease_expires_at"])}
+    sessions.renew_from_activity(engine, act)  # the contract: activity heartbeats renew the session lease
+    reply = {"task_id": task_id, "activity_attempt_id": act["attempt_id"], "lease_owner": act["lease_owner"],
+             "cancel_requested": False, "can_continue": True, "reason": None, "heartbeat_recorded": True,
+             "last_heartbeat_at": iso(act["last_heartbeat_at"]), "lease_expires_at": iso(act["lease_expires_at"])}
+    if act.get("worker_session"):
+        reply["worker_session"] = sessions.affinity(engine, act)
+    return reply
 
 
 def retry_or_fail(engine: Engine, act: Row, failure: Dict[str, Any], timeout_kind: Optional[str]) -> str:
@@ -284,10 +301,31 @@ def _resolve(engine: Engine, act: Row, event_type: str, extra: Dict[str, Any]) -
     engine.save_run(run)
 
 
+def fail_unadmittable(engine: Engine, act: Row, failure: Dict[str, Any], *, failure_category: str) -> None:
+    """Fail a pending execution no worker may ever lease (its worker session is gone for good).
+
+    Recorded as the attempt failures are (``ActivityFailed``), non-retryable; the attempt fields
+    are those of the last attempt (none when it never ran).
+    """
+    message = failure.get("message") or "activity failed"
+    payload = {
+        "activity_attempt_id": act["attempt_id"], "attempt_number": act["attempt_number"],
+        "message": message, "exception_type": failure.get("type"), "exception_class": None,
+        "exception": {"type": failure.get("type"), "class": None, "message": message, "code": failure.get("code"),
+                      "details": failure.get("details"), "non_retryable": True},
+        "non_retryable": True, "code": failure.get("code"), "failure_category": failure_category,
+    }
+    act.update({"state": "done", "failure": failure, "closed_at": engine.now(), "due_at": None})
+    engine.store.put("activities", act)
+    _resolve(engine, act, "ActivityFailed", payload)
+
+
 def on_due(engine: Engine, act: Row) -> None:
     """The scheduler found ``act`` due: end backoff, or time out an attempt or the execution."""
     ts = engine.now()
     t = act["timeouts"] or {}
+    if act["state"] == "ready" and sessions.refuse_if_lost(engine, act):  # its session can never be held again
+        return
     if t.get("schedule_to_close") and ts >= act["scheduled_at"] + t["schedule_to_close"]:
         retry_or_fail(engine, act, {"message": "activity schedule-to-close timeout", "type": "ActivityTimedOut"},
                       "schedule_to_close")
@@ -300,6 +338,8 @@ def on_due(engine: Engine, act: Row) -> None:
         act["state"] = "ready"
         _recompute_due(engine, act)
         engine.store.put("activities", act)
+        if sessions.refuse_if_lost(engine, act):  # its session can never be held again
+            return
         engine.notify(act["namespace"], "activity", act["task_queue"])
         return
     if act["state"] == "leased":

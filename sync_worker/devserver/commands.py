@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from . import activities, memo, resume, selection, trace_context, validation, workflow_streams
+from . import activities, memo, resume, selection, sessions, trace_context, validation, workflow_streams
 from .engine import Engine
 from .lifecycle import close_run
 from .payload_checks import check_payload
@@ -61,6 +61,9 @@ def validate(commands: Any) -> List[Dict[str, Any]]:
             for key in ("start_to_close_timeout", "schedule_to_start_timeout", "schedule_to_close_timeout",
                         "heartbeat_timeout", "execution_timeout_seconds", "run_timeout_seconds"):
                 _seconds(cmd, key, i, positive=True)
+            if kind == "schedule_activity" and cmd.get("worker_session") is not None:
+                # as the engine's WorkflowCommandNormalizer::optionalWorkerSession
+                sessions.check_options(cmd["worker_session"], f"commands.{i}.worker_session", "validation_failed")
         elif kind == "start_timer":
             _seconds(cmd, "delay_seconds", i, required=True)
         elif kind in ("complete_workflow", "complete_update"):
@@ -132,13 +135,19 @@ def _schedule_activity(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
     fields = engine.parallel_fields(cmd)
     queue = cmd.get("queue") or cmd.get("task_queue") or run["task_queue"]
     timeouts = activities.timeouts_from(cmd)
+    session = None
+    if cmd.get("worker_session") is not None:
+        session = sessions.check_options(cmd["worker_session"], "worker_session", "validation_failed")
     act = activities.schedule(engine, run, sequence=seq, activity_type=cmd["activity_type"],
                               arguments=cmd.get("arguments"), task_queue=queue,
-                              retry_policy=cmd.get("retry_policy"), timeouts=timeouts, parallel=fields)
+                              retry_policy=cmd.get("retry_policy"), timeouts=timeouts, parallel=fields,
+                              worker_session=session)
     payload: Dict[str, Any] = {"sequence": seq, "activity_type": cmd["activity_type"],
                                "activity_execution_id": act["execution_id"], "task_queue": queue}
     if cmd.get("retry_policy") is not None:
         payload["retry_policy"] = cmd["retry_policy"]
+    if session is not None:  # the engine keeps it in the step's activity options (WorkflowStep::workerSession)
+        payload["worker_session"] = {k: v for k, v in session.items() if v is not None}
     engine.append(run, "ActivityScheduled", {**payload, **fields})
     engine.member_scheduled(run, fields, seq)
 

@@ -14,7 +14,7 @@ from ..protocol.versions import (
     WORKER_PROTOCOL_VERSION,
     minor_of,
 )
-from . import update_validation
+from . import sessions, update_validation
 from .commands import SUPPORTED_COMMANDS
 from .encoding import PreEncoded
 from .engine import Engine
@@ -48,6 +48,7 @@ def _build_capabilities(engine: Engine) -> Dict[str, Any]:
         "sticky_execution": {"supported": True, "minimum_protocol_version": "1.18",
                              "implementation": "history_tail_after_sticky_completion"},
         "supported_workflow_task_commands": list(SUPPORTED_COMMANDS),
+        "worker_sessions": sessions.semantics(),
         "long_poll_timeout": int(engine.config.long_poll_max_seconds),
         "workflow_memo_updates": {"supported": True, "command": "upsert_memo", "history_event": "MemoUpserted"},
         "worker_deregistration_fencing": {

@@ -9,7 +9,18 @@ from typing import Any, Callable, Dict, List, Optional, Pattern, Tuple
 
 from ..protocol import routes as wire
 from ..protocol.versions import WORKER_PROTOCOL_VERSION
-from . import activities, control, operator_routes, routing, streams, tasks, updates, workers, workflow_streams
+from . import (
+    activities,
+    control,
+    operator_routes,
+    routing,
+    sessions,
+    streams,
+    tasks,
+    updates,
+    workers,
+    workflow_streams,
+)
 from .discovery import cluster_info, server_capabilities
 from .engine import Engine
 from .queries import QueryBroker
@@ -160,6 +171,18 @@ def _deregister_legacy(r: Routes, req: Request) -> Tuple[int, Any]:
     return _tx(r, lambda: workers.deregister_legacy(r.engine, req.namespace, req.params["worker_id"]))
 
 
+def _session_create(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: sessions.create(r.engine, req.namespace, req.body))
+
+
+def _session_heartbeat(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: sessions.heartbeat(r.engine, req.namespace, req.params["session_id"], req.body))
+
+
+def _session_close(r: Routes, req: Request) -> Tuple[int, Any]:
+    return _tx(r, lambda: sessions.close(r.engine, req.namespace, req.params["session_id"], req.body))
+
+
 def _poll_workflow(r: Routes, req: Request) -> Tuple[int, Any]:
     def replay(stored: Dict[str, Any], worker_id: str) -> Optional[Dict[str, Any]]:
         """Only the lease this very poll obtained (same attempt, same worker) is handed out again."""
@@ -197,11 +220,12 @@ def _validation(action: str) -> Handler:
 def _poll_activity(r: Routes, req: Request) -> Tuple[int, Any]:
     def replay(stored: Dict[str, Any], worker_id: str) -> Optional[Dict[str, Any]]:
         found = r.engine.store.select("activities", "task_id = ? AND state = 'leased'", (stored["ref"],), limit=1)
-        return activities.describe_task(found[0]) if found and found[0]["lease_owner"] == worker_id else None
+        return activities.describe_task(found[0], r.engine) if found and found[0]["lease_owner"] == worker_id \
+            else None
 
     def claim(q: str, w: str, p: int, types: Optional[List[str]]) -> Optional[Dict[str, Any]]:
         act = activities.claim(r.engine, req.namespace, q, w, types)
-        return None if act is None else activities.describe_task(act)
+        return None if act is None else activities.describe_task(act, r.engine)
 
     return 200, r.long_poll(req, "activity", claim, replay)
 
@@ -328,6 +352,9 @@ _ROUTES: List[Tuple[str, str, Handler]] = [
     ("POST", _wire(wire.HEARTBEAT), _heartbeat),
     ("POST", _wire(wire.DEREGISTER_FENCED), _deregister_fenced),
     ("DELETE", _wire(wire.DEREGISTER_LEGACY), _deregister_legacy),
+    ("POST", _wire(wire.SESSIONS), _session_create),
+    ("POST", _wire(wire.SESSION_HEARTBEAT), _session_heartbeat),
+    ("DELETE", _wire(wire.SESSION), _session_close),
     ("POST", _wire(wire.poll_route("workflow")), _poll_workflow),
     ("POST", _wire(wire.task_route("workflow", "complete")), _wft(tasks.complete)),
     ("POST", _wire(wire.task_route("workflow", "fail")), _wft(tasks.fail)),

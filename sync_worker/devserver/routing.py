@@ -23,7 +23,7 @@ poll reads past only the ready tasks of other types ahead of the first match, ne
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .engine import Engine
 from .store import Row
@@ -57,8 +57,15 @@ def types_for(worker: Optional[Row], kind: str) -> Optional[List[str]]:
 
 
 def first_ready(engine: Engine, table: str, where: str, params: Sequence[Any], order: str,
-                type_column: str, types: Optional[Sequence[str]]) -> Optional[Row]:
-    """The first row of ``table`` matching ``where`` in ``order`` whose ``type_column`` is in ``types``."""
+                type_column: str, types: Optional[Sequence[str]],
+                accept: Optional[Callable[[Row], bool]] = None) -> Optional[Row]:
+    """The first row of ``table`` matching ``where`` in ``order`` whose ``type_column`` is in ``types``
+    (and that ``accept`` admits, when given: it is asked in order until one is admitted)."""
+    if accept is not None:
+        head = first_ready(engine, table, where, params, order, type_column, types)
+        if head is None or accept(head):
+            return head
+        return _scan(engine, table, where, params, order, type_column, types, accept)
     if types is None:
         found = engine.store.select(table, where, params, order=order, limit=1)
         return found[0] if found else None
@@ -76,6 +83,21 @@ def first_ready(engine: Engine, table: str, where: str, params: Sequence[Any], o
         batch = engine.store.select(table, where, params, order=order, limit=_SCAN_BATCH, offset=offset)
         for row in batch:
             if row.get(type_column) in allowed:
+                return row
+        if len(batch) < _SCAN_BATCH:
+            return None
+        offset += len(batch)
+
+
+def _scan(engine: Engine, table: str, where: str, params: Sequence[Any], order: str, type_column: str,
+          types: Optional[Sequence[str]], accept: Callable[[Row], bool]) -> Optional[Row]:
+    """The slow path past a refused first row: the ready rows in order, in batches."""
+    allowed = None if types is None else set(types)
+    offset = 0
+    while True:
+        batch = engine.store.select(table, where, params, order=order, limit=_SCAN_BATCH, offset=offset)
+        for row in batch:
+            if (allowed is None or row.get(type_column) in allowed) and accept(row):
                 return row
         if len(batch) < _SCAN_BATCH:
             return None

@@ -26,6 +26,7 @@ TABLES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
                                     "activity_type")),
     "timers": ("timer_id", ("namespace", "run_id", "state", "fire_at")),
     "workers": ("key", ("namespace", "worker_id")),
+    "worker_sessions": ("key", ("namespace", "status", "lease_owner")),
     "kv": ("key", ("namespace", "kind")),
     "namespaces": ("name", ("status", "created_at")),
     "schedules": ("key", ("namespace", "schedule_id", "state", "next_fire_at")),

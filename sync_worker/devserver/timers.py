@@ -10,7 +10,7 @@ import logging
 import threading
 from typing import Callable, Optional, Tuple
 
-from . import activities, schedules, tasks
+from . import activities, schedules, sessions, tasks
 from .engine import Engine
 from .lifecycle import close_run
 from .store import Row
@@ -117,6 +117,10 @@ class Scheduler:
             self._each("activities", act["execution_id"], ("ready", "leased", "backoff"), "due_at",
                        lambda row: activities.on_due(engine, row))
         self._fire_schedules(ts)
+        try:
+            sessions.sweep(engine)  # session leases: expiry, TTL, holders gone
+        except Exception:
+            log.exception("dev server could not sweep worker sessions")
 
     def _fire_schedules(self, ts: float) -> None:
         """Due schedules, each in its own transaction (a failing one is logged and retried next tick)."""

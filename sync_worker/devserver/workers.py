@@ -29,7 +29,8 @@ def _status(engine: Engine, worker: Row) -> str:
 def view(engine: Engine, worker: Row) -> Dict[str, Any]:
     fields = ("worker_id", "namespace", "task_queue", "runtime", "sdk_version", "build_id",
               "supported_workflow_types", "supported_activity_types", "capabilities", "task_slots",
-              "process_metrics", "max_concurrent_workflow_tasks", "max_concurrent_activity_tasks")
+              "process_metrics", "max_concurrent_workflow_tasks", "max_concurrent_activity_tasks",
+              "max_concurrent_worker_sessions")
     out = {k: worker.get(k) for k in fields}
     out.update({"status": _status(engine, worker), "registered_at": iso(worker["registered_at"]),
                 "last_heartbeat_at": iso(worker.get("last_heartbeat_at")),
@@ -70,6 +71,7 @@ def register(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict[str, 
         "task_slots": body.get("task_slots"), "process_metrics": body.get("process_metrics"),
         "max_concurrent_workflow_tasks": body.get("max_concurrent_workflow_tasks"),
         "max_concurrent_activity_tasks": body.get("max_concurrent_activity_tasks"),
+        "max_concurrent_worker_sessions": body.get("max_concurrent_worker_sessions"),
         "registration_token": secrets.token_hex(16), "status": "active", "registered_at": ts,
         "last_heartbeat_at": None, "last_seen_at": ts,
     }
@@ -176,6 +178,7 @@ def deregister_fenced(engine: Engine, namespace: str, worker_id: str, body: Dict
     worker["status"] = "deregistered"
     worker["deregistered_at"] = engine.now()
     engine.store.put("workers", worker)
+    _sessions_lost(engine, namespace, worker_id)
     engine.store.put("kv", {"key": receipt_key, "namespace": namespace, "kind": "dereg", "receipt": receipt})
     return receipt
 
@@ -188,7 +191,15 @@ def deregister_legacy(engine: Engine, namespace: str, worker_id: str) -> Dict[st
     worker["status"] = "deregistered"
     worker["deregistered_at"] = engine.now()
     engine.store.put("workers", worker)
+    _sessions_lost(engine, namespace, worker_id)
     return {"worker_id": worker_id, "outcome": "deregistered", "recovered_workflow_task_count": count}
+
+
+def _sessions_lost(engine: Engine, namespace: str, worker_id: str) -> None:
+    """A deregistered worker holds no session any more: they are orphaned at once (``sessions``)."""
+    from . import sessions  # sessions reads registrations through this module
+
+    sessions.holder_gone(engine, namespace, worker_id)
 
 
 def list_workers(engine: Engine, namespace: str, task_queue: Optional[str], status: Optional[str]) -> Dict[str, Any]:

@@ -36,9 +36,12 @@ from ..errors.external_payloads import (
 from .cloud import AzureBlobExternalStorage, GCSExternalStorage
 from .drivers import ExternalStorageDriver, LocalFilesystemExternalStorage, S3ExternalStorage
 from .policy import ExternalPayloadStoragePolicy, external_storage_driver_from_policy
+from .runtime_reference import RUNTIME_EXTERNAL_PAYLOAD_REFERENCE_SCHEMA, RuntimeExternalPayloadReference
 
 __all__ = [
     "EXTERNAL_PAYLOAD_REFERENCE_SCHEMA",
+    "RUNTIME_EXTERNAL_PAYLOAD_REFERENCE_SCHEMA",
+    "RuntimeExternalPayloadReference",
     "AzureBlobExternalStorage",
     "GCSExternalStorage",
     "ExternalPayloadCache",

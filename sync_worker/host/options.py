@@ -76,6 +76,7 @@ _RULES: Dict[str, Rule] = {
     "external_storage": values.external_storage,
     "external_storage_threshold_bytes": values.optional_positive_int,
     "external_storage_cache": values.optional_object,
+    "max_concurrent_worker_sessions": values.positive_int,
 }
 
 
@@ -105,6 +106,7 @@ class WorkerOptions(OptionsBase):
     external_storage: Any = None
     external_storage_threshold_bytes: Optional[int] = None
     external_storage_cache: Any = None
+    max_concurrent_worker_sessions: int = 10  # session leases held at once (docs/sessions.md)
 
     RULES = _RULES
     SETTING_NAMES: ClassVar[Mapping[str, str]] = {

@@ -18,6 +18,9 @@ __all__ = [
     "KIND_SEGMENTS",
     "MULTIPLEXED_TASK_KINDS",
     "REGISTER",
+    "SESSIONS",
+    "SESSION",
+    "SESSION_HEARTBEAT",
     "label",
     "path",
     "poll_route",
@@ -30,6 +33,10 @@ REGISTER = "/worker/register"
 HEARTBEAT = "/worker/heartbeat"
 DEREGISTER_FENCED = "/worker/registrations/{worker_id}/deregister"
 DEREGISTER_LEGACY = "/worker/registrations/{worker_id}"
+#: Worker sessions (§3.4): create, renew (heartbeat) and close a session lease.
+SESSIONS = "/worker/sessions"
+SESSION = "/worker/sessions/{session_id}"
+SESSION_HEARTBEAT = "/worker/sessions/{session_id}/heartbeat"
 
 #: Task kind -> its route segment.
 KIND_SEGMENTS: Dict[str, str] = {"workflow": "workflow-tasks", "activity": "activity-tasks", "query": "query-tasks",
@@ -56,4 +63,5 @@ def path(template: str, **params: str) -> str:
 
 def label(template: str) -> str:
     """The route as logs and metrics name it (the published SDK's spelling: ``{taskId}``)."""
-    return template.replace("{task_id}", "{taskId}").replace("{worker_id}", "{workerId}")
+    return (template.replace("{task_id}", "{taskId}").replace("{worker_id}", "{workerId}")
+            .replace("{session_id}", "{sessionId}"))

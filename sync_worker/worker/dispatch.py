@@ -67,6 +67,8 @@ class TaskDispatcher:
         self.query_client: Optional[WorkerPlane] = None
         self.workflow_executor: Optional[Callable[..., Any]] = None
         self.query_executor: Optional[Callable[..., Any]] = None
+        #: the worker's session book: a leased task's ``worker_session`` is tracked (docs/sessions.md)
+        self.sessions: Optional[Any] = None
 
     def _interceptors(self) -> Sequence[WorkerInterceptor]:
         """The process's installed instrumentation (outermost), then this worker's own interceptors."""
@@ -105,6 +107,8 @@ class TaskDispatcher:
         if not isinstance(task, ActivityTask):
             return
         slot.started(task.activity_type)
+        if self.sessions is not None:
+            self.sessions.track(raw)
 
         def body(inflight: Any) -> str:
             with log_context.bound(self._log_fields("activity", raw)):

@@ -46,6 +46,7 @@ class Registrar:
         activity_types: Callable[[], List[str]],
         sticky: StickyWorkflowCache,
         limits: Callable[[], Tuple[int, int]],
+        session_limit: Callable[[], int] = lambda: 10,
         task_slots: Callable[[], Dict[str, int]],
         process_metrics: Callable[[], Dict[str, Any]],
         tracker: RoleTracker,
@@ -61,6 +62,7 @@ class Registrar:
         self._activity_types = activity_types
         self.sticky = sticky
         self._limits = limits
+        self._session_limit = session_limit
         self._task_slots = task_slots
         self._process_metrics = process_metrics
         self.tracker = tracker
@@ -134,6 +136,7 @@ class Registrar:
             build_id=self.build_id,
             max_concurrent_workflow_tasks=workflow_limit,
             max_concurrent_activity_tasks=activity_limit,
+            max_concurrent_worker_sessions=self._session_limit(),
             task_slots=self._task_slots(),
             process_metrics=self._process_metrics(),
         )

@@ -69,6 +69,10 @@ class ServerContact:
         for event in probers:
             event.set()
 
+    def wake_heartbeat(self) -> None:
+        """Let the heartbeat beat soon (a session was created or tracked: its renewals start)."""
+        self.trouble()
+
     def _wait(self, registry: List[Any], seconds: float, cancel: CancelToken) -> None:
         event = self._backend.event()
         handle = cancel.add_callback(event.set)

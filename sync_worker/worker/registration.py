@@ -1,9 +1,10 @@
 """Registration and heartbeat bodies (§3.1, §3.2) with honest capabilities.
 
-Only what this runtime really implements is advertised: no worker sessions;
-``update_validation_tasks`` when a workflow declares a validator; ``sticky_execution`` only when
-the sticky cache is enabled. Workflow command
-capabilities come from the workflow package (``sync_worker.workflow.WORKFLOW_CAPABILITIES`` when it declares them);
+Only what this runtime really implements is advertised: ``worker_sessions`` (always, as the
+SDK; ``sync_worker.worker.sessions``); ``update_validation_tasks`` when a workflow declares a
+validator; ``sticky_execution`` only when the sticky cache is enabled. Workflow command
+capabilities come from the workflow package (``sync_worker.workflow.WORKFLOW_CAPABILITIES``
+when it declares them);
 ``query_tasks`` is added when the server advertises it and the worker has workflows, and
 ``workflow_updates`` when a workflow declares ``@workflow.update`` handlers (the replayer
 applies them).
@@ -67,8 +68,10 @@ def worker_capabilities(
             capabilities.append("workflow_updates")
         # Workflows here can consume durable message streams (ctx.message_stream).
         capabilities.append("message_streams")
-        if sticky:
-            capabilities.append("sticky_execution")
+    # Session leases are held by the activity side as much as the workflow side: always (§3.1 item 11).
+    capabilities.append("worker_sessions")
+    if has_workflows and sticky:
+        capabilities.append("sticky_execution")
     return capabilities
 
 
@@ -77,7 +80,8 @@ def capability_manifest(*, sticky: bool = False) -> Dict[str, Dict[str, Any]]:
     return {
         "local_activities": {"supported": True, "minimum_protocol_version": "1.18",
                              "implementation": "record_local_activity"},
-        "worker_sessions": {"supported": False, "minimum_protocol_version": "1.18", "reason": "not_implemented"},
+        "worker_sessions": {"supported": True, "minimum_protocol_version": "1.18",
+                            "implementation": "typed_worker_session"},
         "sticky_execution": {"supported": True, "minimum_protocol_version": "1.18",
                              "implementation": "bounded_durable_history_cache"} if sticky else
         {"supported": False, "minimum_protocol_version": "1.18", "reason": "sticky_cache_disabled"},
@@ -155,6 +159,7 @@ def registration_body(
     task_slots: Mapping[str, int],
     process_metrics: Mapping[str, Any],
     sticky: bool = False,
+    max_concurrent_worker_sessions: int = 10,
 ) -> Dict[str, Any]:
     body: Dict[str, Any] = {
         "worker_id": worker_id,
@@ -169,7 +174,7 @@ def registration_body(
         "capabilities": list(capabilities),
         "max_concurrent_workflow_tasks": max_concurrent_workflow_tasks,
         "max_concurrent_activity_tasks": max_concurrent_activity_tasks,
-        "max_concurrent_worker_sessions": 0,
+        "max_concurrent_worker_sessions": max_concurrent_worker_sessions,
         "task_slots": dict(task_slots),
         "process_metrics": dict(process_metrics),
     }

@@ -68,6 +68,7 @@ class DurableWorkflowSource:
         build_id: Optional[str],
         poll_timeout: float,
         owns_client: bool = False,
+        sessions: Optional[Any] = None,
     ) -> None:
         self.client, self.backend, self.board, self.metrics = client, backend, board, metrics
         #: the worker made this client (a clone carrying its external storage): closed after deregistration
@@ -85,6 +86,8 @@ class DurableWorkflowSource:
         self.roles: List[Any] = []
         self.query_client: Optional[WorkerPlane] = None
         self.pool_name = backend.name
+        #: the worker's session leases: renewed on the heartbeat, closed before deregistration
+        self.sessions = sessions
 
     # -- TaskSource --------------------------------------------------------------------------
 
@@ -151,6 +154,8 @@ class DurableWorkflowSource:
     def close(self, *, clean: bool, deadline: float) -> None:
         if not clean:
             return
+        if self.sessions is not None:  # §3.4: close every active session before deregistering
+            self.sessions.close_all(deadline=deadline)
         receipt = deregister(self.client, worker_id=self.worker_id,
                              registration_token=self.registrar.registration_token, deadline=deadline,
                              clock=self.backend.monotonic, sleep=self.backend.sleep)
@@ -176,9 +181,18 @@ class DurableWorkflowSource:
     def _heartbeat_loop(self) -> None:
         @self.rejoin.guard
         def send() -> Any:
-            return self.client.heartbeat_worker(self._heartbeat_body(), cancel=self.heartbeat_cancel)
+            ack = self.client.heartbeat_worker(self._heartbeat_body(), cancel=self.heartbeat_cancel)
+            if sessions is not None:  # session leases ride on the registration heartbeat
+                sessions.renew_due()
+            return ack
 
-        run_heartbeat(send=send, interval=lambda: self.registrar.heartbeat_interval, stop=self.heartbeat_stop,
+        sessions = self.sessions
+
+        def interval() -> float:
+            base = self.registrar.heartbeat_interval
+            return base if sessions is None else sessions.heartbeat_interval(base)
+
+        run_heartbeat(send=send, interval=interval, stop=self.heartbeat_stop,
                       cancel=self.heartbeat_cancel, tracker=self.heartbeat_role, contact=self.contact,
                       on_ack=self.registrar.adopt_heartbeat_interval, clock=self.backend.monotonic)
 

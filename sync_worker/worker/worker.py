@@ -38,6 +38,7 @@ from ..runtime.status import (
     WorkerStatus,
     default_request_bounds,
 )
+from ..worker_session import WorkerSession, WorkerSessionOptions
 from .activities import activity_map
 from .dispatch import TaskDispatcher
 from .interception import checked_interceptors
@@ -46,6 +47,7 @@ from .pollers import poll_timeout_seconds
 from .recovery import ServerContact
 from .registration import ProcessMetrics
 from .run_until import wait_until_terminal
+from .sessions import SessionBook
 from .source import DurableWorkflowSource
 from .sticky import StickyWorkflowCache
 from .workflow_support import WorkflowSet
@@ -100,6 +102,9 @@ class Worker:
     SDK's): payloads over the threshold are stored through the driver and travel as references;
     references in tasks and histories are fetched and verified (docs/external-storage.md). What
     is not given comes from ``client``; the worker then runs on a clone of it.
+
+    ``max_concurrent_worker_sessions`` (default 10) caps the session leases this worker holds
+    (``worker_session(options)``, docs/sessions.md).
     """
 
     def __init__(
@@ -128,6 +133,7 @@ class Worker:
         external_storage: Any = None,
         external_storage_threshold_bytes: Optional[int] = None,
         external_storage_cache: Any = None,
+        max_concurrent_worker_sessions: int = 10,
     ) -> None:
         if not isinstance(task_queue, str) or not task_queue:
             raise ValueError("task_queue must be a non-empty string")
@@ -153,6 +159,11 @@ class Worker:
         self.pool = self.backend.name
         activity_api.install_local(self.backend.name, self.backend.local)
         b = self.backend
+        contact = ServerContact(b)
+        #: The session leases this worker holds (docs/sessions.md); renewed on the heartbeat.
+        self.sessions = SessionBook(client, self.worker_id, max_concurrent_worker_sessions, clock=b.monotonic,
+                                    lock_factory=b.native_lock, wake=contact.wake_heartbeat)
+        self.max_concurrent_worker_sessions = self.sessions.capacity
 
         #: The sticky workflow cache (on by default; off with capacity 0); docs/worker.md "Sticky workflow cache".
         self.sticky_cache = StickyWorkflowCache(sticky_cache_capacity, sticky_cache_max_bytes, sticky_cache_ttl_seconds,
@@ -195,6 +206,7 @@ class Worker:
             client=client, worker_id=self.worker_id, task_queue=task_queue, build_id=build_id, workflows=self.workflows,
             activity_types=lambda: list(self.activities), sticky=self.sticky_cache,
             limits=lambda: (self.max_concurrent_workflow_tasks, self.max_concurrent_activity_tasks),
+            session_limit=lambda: self.max_concurrent_worker_sessions,
             task_slots=self.task_slots, process_metrics=self._process_metrics_sample, tracker=registration_role,
             heartbeat_interval=heartbeat_interval, max_startup_wait=max(0.0, float(max_startup_wait)),
             clock=b.monotonic, stop_wait=self.shell.stop_requested.wait,
@@ -204,13 +216,14 @@ class Worker:
             shell=self.shell, client=client, worker_id=self.worker_id, task_queue=task_queue,
             namespace=getattr(client, "namespace", None), activities=self.activities, workflows=self.workflows,
             interceptors=self.interceptors, sticky=self.sticky_cache, build_id=build_id, poll_cancel=poll_cancel)
+        self.dispatcher.sessions = self.sessions
         #: The Durable Workflow task source this worker runs on its shell.
         self.source = DurableWorkflowSource(
             client=client, backend=b, board=board, metrics=self.metrics, registrar=self.registrar,
             dispatcher=self.dispatcher, sticky=self.sticky_cache, tracker=tracker, heartbeat_role=heartbeat_role,
-            heartbeat_body=self._heartbeat_body, poll_cancel=poll_cancel, contact=ServerContact(b),
+            heartbeat_body=self._heartbeat_body, poll_cancel=poll_cancel, contact=contact,
             worker_id=self.worker_id, task_queue=task_queue, build_id=build_id, poll_timeout=self.poll_timeout,
-            owns_client=owns_client)
+            owns_client=owns_client, sessions=self.sessions)
         self.shell.attach(self.source)
         self._sync_roles()
 
@@ -303,10 +316,19 @@ class Worker:
         return {
             "workflow_available": self._workflow_slots.available,
             "activity_available": self._activity_slots.available,
-            "session_available": 0,
+            "session_available": self.sessions.available,
         }
 
     # -- public API ------------------------------------------------------------------------
+
+    def worker_session(self, options: WorkerSessionOptions) -> WorkerSession:
+        """The handle of a session lease held by this worker (one per session id; docs/sessions.md).
+
+        ``create()`` it before polling to claim the session up front, or let the server create it
+        for this worker when the first activity of the session is leased here; it is renewed on
+        the worker's heartbeat and closed on shutdown.
+        """
+        return self.sessions.handle(options)
 
     def status(
         self,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Union
 
 from .. import payloads
+from ..worker_session import WorkerSessionOptions
 from .local_activities import RecordLocalActivity
 
 if TYPE_CHECKING:  # (select imports this module)
@@ -76,6 +77,8 @@ class ScheduleActivity:
     heartbeat_timeout: Optional[int] = None
     cancellation_policy: Optional[Union[str, CancellationPolicy]] = None
     parallel_path: Optional[ParallelPath] = field(default=None, repr=False, compare=False)
+    #: pin the activity to a worker session (``WorkerSessionOptions``; docs/sessions.md)
+    worker_session: Optional[WorkerSessionOptions] = None
 
     shape = "activity"
     blocking = True
@@ -95,6 +98,8 @@ class ScheduleActivity:
                 value = getattr(self, name)
                 if value is not None and value > self.schedule_to_close_timeout:
                     raise ValueError(f"{name} must be <= schedule_to_close_timeout")
+        if self.worker_session is not None and not isinstance(self.worker_session, WorkerSessionOptions):
+            raise TypeError("worker_session must be a WorkerSessionOptions")
 
     def to_wire(self, task_queue: str) -> Dict[str, Any]:
         self.validate()
@@ -114,6 +119,8 @@ class ScheduleActivity:
         policy = canonical_policy(self.cancellation_policy, CancellationPolicy, "activity cancellation_policy")
         if policy is not None:
             wire["cancellation_policy"] = policy
+        if self.worker_session is not None:
+            wire["worker_session"] = self.worker_session.to_wire()
         return _with_parallel_path(wire, self.parallel_path)
 
 

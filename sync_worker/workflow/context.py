@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional, Sequence, Union
 
 from ..errors import NonDeterministicReplayError, SagaCompensationFailed, WorkflowCancelled
+from ..worker_session import WorkerSessionOptions
 from .commands import (
     ContinueAsNew,
     RecordSideEffect,
@@ -202,7 +203,10 @@ class WorkflowContext:
         schedule_to_close_timeout: Optional[int] = None,
         heartbeat_timeout: Optional[int] = None,
         cancellation_policy: Optional[Union[str, CancellationPolicy]] = None,
+        worker_session: Optional[WorkerSessionOptions] = None,
     ) -> ScheduleActivity:
+        """Run an activity on a worker of ``queue``; ``worker_session`` pins it to the worker holding
+        that session (docs/sessions.md)."""
         return self._issued.track(ScheduleActivity(
             activity_type=activity_type,
             arguments=list(arguments or []),
@@ -213,6 +217,7 @@ class WorkflowContext:
             schedule_to_close_timeout=schedule_to_close_timeout,
             heartbeat_timeout=heartbeat_timeout,
             cancellation_policy=cancellation_policy,
+            worker_session=worker_session,
         ))
 
     def local_activity(

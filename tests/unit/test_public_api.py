@@ -20,7 +20,7 @@ EXPECTED = {
     "WorkerInterceptor", "PassthroughWorkerInterceptor", "ActivityInterceptorContext",
     "ResponseTooLarge", "ResultNotEncodable",
 } | (set(SDK_NAMES) - {"client", "external_storage", "interceptors", "testing",
-                        "worker"})  # the SDK's names (tests/interop)
+                        "worker", "worker_session"})  # the SDK's names (tests/interop)
 
 
 def test_all_is_pinned_and_every_name_resolves() -> None:

@@ -2,9 +2,9 @@
 
 Ids (also in docs/django.md): E001 not a dict, E002 unknown key, E003 SERVER_URL,
 E004 a token or BUILD_ID, E005 NAMESPACE, E006 TASK_QUEUES, E007 POOL, E008 a count or a
-number of seconds, E009 AUTODISCOVER_MODULES, E010 HEALTH_PORT; W001 a ``TASKS`` backend of
-ours whose queue no ``TASK_QUEUES`` entry serves; W002 no SERVER_URL (a warning, so ``migrate``
-in an image build passes; a worker still refuses to start without one).
+number of seconds, E009 AUTODISCOVER_MODULES, E010 HEALTH_PORT, E011 LOG_FORMAT, E012
+EXTERNAL_STORAGE; W001 a ``TASKS`` backend of ours whose queue no ``TASK_QUEUES`` entry serves;
+W002 no SERVER_URL (a warning, so ``migrate`` in an image build passes; a worker still refuses to start without one).
 """
 
 from __future__ import annotations

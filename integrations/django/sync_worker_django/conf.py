@@ -47,11 +47,15 @@ __all__ = [
 SETTINGS_NAME = "SYNC_WORKER"
 
 #: Environment variables (those every door reads: ClientOptions.ENVIRONMENT) and the key each overrides.
+_CLIENT_ENV = {field_name: variable for variable, field_name in ClientOptions.ENVIRONMENT.items()}
 ENV_VARS = {
     "SERVER_URL": SERVER_URL_ENV,
     "TOKEN": AUTH_TOKEN_ENV,
     "NAMESPACE": NAMESPACE_ENV,
     "REQUEST_TIMEOUT": REQUEST_TIMEOUT_ENV,
+    # the client's external storage (docs/external-storage.md), read by ClientOptions at every door
+    "EXTERNAL_STORAGE": _CLIENT_ENV["external_storage"],
+    "EXTERNAL_STORAGE_THRESHOLD_BYTES": _CLIENT_ENV["external_storage_threshold_bytes"],
 }
 
 _CLIENT = ClientOptions()
@@ -78,6 +82,9 @@ DEFAULTS: Dict[str, Any] = {
     "HEALTH_PORT": None,
     "REQUEST_TIMEOUT": _CLIENT.timeout,
     "LOG_FORMAT": None,  # None: SYNC_WORKER_LOG_FORMAT, else text (durable_worker --log-format)
+    # a driver object or a file:// / s3:// URI or a directory; payloads over the threshold go there
+    "EXTERNAL_STORAGE": _CLIENT.external_storage,
+    "EXTERNAL_STORAGE_THRESHOLD_BYTES": _CLIENT.external_storage_threshold_bytes,
 }
 
 #: Every key the dict accepts (anything else is reported, so typos do not pass silently).
@@ -95,6 +102,7 @@ E_NUMBER = "sync_worker.E008"
 E_MODULES = "sync_worker.E009"
 E_HEALTH_PORT = "sync_worker.E010"
 E_LOG_FORMAT = "sync_worker.E011"
+E_EXTERNAL_STORAGE = "sync_worker.E012"
 #: A warning, not an error: ``migrate`` or ``collectstatic`` in an image build must not fail
 #: because the URL only arrives at run time (DURABLE_WORKFLOW_SERVER_URL); a worker still refuses.
 W_NO_SERVER_URL = "sync_worker.W002"
@@ -118,7 +126,11 @@ _RULES: Dict[str, Tuple[str, rules.Rule]] = {
     "HEARTBEAT_INTERVAL": (E_NUMBER, rules.positive_seconds),
     "REQUEST_TIMEOUT": (E_NUMBER, rules.positive_seconds),
     "LOG_FORMAT": (E_LOG_FORMAT, lambda value, from_text: _log_format(value)),
+    "EXTERNAL_STORAGE": (E_EXTERNAL_STORAGE, rules.external_storage),
+    "EXTERNAL_STORAGE_THRESHOLD_BYTES": (E_NUMBER, rules.optional_positive_int),
 }
+#: Keys whose environment variable is text the rule parses (a URI, a number of bytes).
+_FROM_TEXT = ("EXTERNAL_STORAGE", "EXTERNAL_STORAGE_THRESHOLD_BYTES")
 
 
 def _log_format(value: Any) -> Optional[str]:
@@ -160,6 +172,8 @@ class WorkerConfig:
     activity_pollers: int = 1
     workflow_pollers: int = 1
     sticky_cache_capacity: Optional[int] = None
+    external_storage: Any = None
+    external_storage_threshold_bytes: Optional[int] = None
     sources: Dict[str, str] = field(default_factory=dict, compare=False)
 
     def queue(self, name: str) -> Optional[QueueConfig]:
@@ -169,9 +183,11 @@ class WorkerConfig:
         return None
 
     def client_options(self) -> ClientOptions:
-        """The server, credentials and timeout as :class:`sync_worker.host.ClientOptions`."""
+        """The server, credentials, timeout and external storage as :class:`sync_worker.host.ClientOptions`."""
         return ClientOptions(server_url=self.server_url, token=self.token, control_token=self.control_token,
-                             worker_token=self.worker_token, namespace=self.namespace, timeout=self.request_timeout)
+                             worker_token=self.worker_token, namespace=self.namespace, timeout=self.request_timeout,
+                             external_storage=self.external_storage,
+                             external_storage_threshold_bytes=self.external_storage_threshold_bytes)
 
     def worker_options(self, queue: QueueConfig) -> WorkerOptions:
         """The options of ``queue``'s worker (slots, pollers, timeouts, pool)."""
@@ -290,7 +306,8 @@ def _checked(merged: Mapping[str, Any], sources: Mapping[str, str]
                           f"{ENV_VARS['SERVER_URL']} (for example 'http://127.0.0.1:7233')"))
             continue
         try:
-            converted[key] = rule(merged[key], False)
+            from_text = key in _FROM_TEXT and sources.get(key, "").startswith("environment variable")
+            converted[key] = rule(merged[key], from_text)
         except rules.Invalid as invalid:
             error = OptionsError(key, merged[key], invalid.requirement, source=sources.get(key, "default"),
                                  show_value=invalid.show_value)
@@ -383,5 +400,7 @@ def get_config(overrides: Optional[Mapping[str, Any]] = None,
         workflow_pollers=int(merged["WORKFLOW_POLLERS"]),
         sticky_cache_capacity=(None if merged["STICKY_CACHE_CAPACITY"] is None
                                else int(merged["STICKY_CACHE_CAPACITY"])),
+        external_storage=merged["EXTERNAL_STORAGE"],
+        external_storage_threshold_bytes=merged["EXTERNAL_STORAGE_THRESHOLD_BYTES"],
         sources=sources,
     )

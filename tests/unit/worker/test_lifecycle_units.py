@@ -122,11 +122,15 @@ def test_registration_token_validation() -> None:
 
 
 def test_capabilities_are_honest() -> None:
-    assert worker_capabilities(has_workflows=False, server_capabilities={"query_tasks": True}) == []
+    # worker_sessions always (sessions pin activities: an activity-only worker holds them too), in
+    # the published SDK's place: after message_streams, before sticky_execution (protocol §3.1)
+    assert worker_capabilities(has_workflows=False, server_capabilities={"query_tasks": True},
+                               sticky=True) == ["worker_sessions"]
     assert worker_capabilities(has_workflows=True, server_capabilities={"query_tasks": True},
                                workflow_capabilities=["durable_selection"]) == [
-        "durable_selection", "query_tasks", "message_streams"]
-    assert worker_capabilities(has_workflows=True, server_capabilities={"query_tasks": "yes"}) == ["message_streams"]
+        "durable_selection", "query_tasks", "message_streams", "worker_sessions"]
+    assert worker_capabilities(has_workflows=True, server_capabilities={"query_tasks": "yes"}, sticky=True) == [
+        "message_streams", "worker_sessions", "sticky_execution"]
 
 
 def test_registration_body_shape() -> None:
@@ -139,7 +143,9 @@ def test_registration_body_shape() -> None:
     )
     assert body["runtime"] == "python"
     assert body["supported_activity_types"] == ["a", "b"]
-    assert body["capability_manifest"]["worker_sessions"]["supported"] is False
+    assert body["capability_manifest"]["worker_sessions"] == {
+        "supported": True, "minimum_protocol_version": "1.18", "implementation": "typed_worker_session"}
+    assert body["max_concurrent_worker_sessions"] == 10
     assert body["capability_manifest"]["sticky_execution"]["supported"] is False
     assert "build_id" not in body
     metrics = body["process_metrics"]

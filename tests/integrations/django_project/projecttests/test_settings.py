@@ -108,3 +108,35 @@ class SettingsTests(SimpleTestCase):
 
     def test_the_project_settings_pass_the_checks(self):
         self.assertEqual(checks.run_checks(tags=["sync_worker"]), [])
+
+    def test_external_storage_from_settings_or_the_environment_reaches_the_client(self):
+        import tempfile
+
+        from sync_worker.external_storage import LocalFilesystemExternalStorage
+
+        with tempfile.TemporaryDirectory() as root:
+            with override_settings(SYNC_WORKER={**BASE, "EXTERNAL_STORAGE": f"file://{root}",
+                                                "EXTERNAL_STORAGE_THRESHOLD_BYTES": 4096}):
+                config = get_config(environ={})
+            self.assertIsInstance(config.external_storage, LocalFilesystemExternalStorage)
+            self.assertEqual(config.external_storage_threshold_bytes, 4096)
+            options = config.client_options()
+            self.assertIs(options.external_storage, config.external_storage)
+            self.assertEqual(options.external_storage_threshold_bytes, 4096)
+            client = options.build_client()
+            try:
+                self.assertIs(client.external_storage, config.external_storage)
+                self.assertEqual(client.external_storage_threshold_bytes, 4096)
+            finally:
+                client.close()
+            env = {"SYNC_WORKER_EXTERNAL_STORAGE": root, "SYNC_WORKER_EXTERNAL_STORAGE_THRESHOLD_BYTES": "1024"}
+            with override_settings(SYNC_WORKER=BASE):
+                config = get_config(environ=env)
+            self.assertIsInstance(config.external_storage, LocalFilesystemExternalStorage)
+            self.assertEqual(config.external_storage_threshold_bytes, 1024)
+            self.assertEqual(config.sources["EXTERNAL_STORAGE"], "environment variable SYNC_WORKER_EXTERNAL_STORAGE")
+        with override_settings(SYNC_WORKER={**BASE, "EXTERNAL_STORAGE": "ftp://nowhere",
+                                            "EXTERNAL_STORAGE_THRESHOLD_BYTES": 0}):
+            self.assertEqual(ids(problems(environ={})), ["sync_worker.E008", "sync_worker.E012"])
+            with self.assertRaisesRegex(ImproperlyConfigured, "EXTERNAL_STORAGE"):
+                get_config(environ={})
