@@ -44,23 +44,28 @@ class PeakWindow:
 def read_rss_and_hwm(path: str = PROC_SELF_STATUS) -> Optional[Tuple[int, int]]:
     """(VmRSS, VmHWM) in bytes from ``/proc/self/status``, or None where there is no such file."""
     try:
-        with open(path, encoding="ascii") as handle:
+        with open(path, "rb") as handle:
             text = handle.read()
     except (OSError, ValueError):
         return None
-    rss = hwm = None
-    for line in text.splitlines():
-        if line.startswith("VmRSS:") or line.startswith("VmHWM:"):
-            parts = line.split()
-            try:
-                value = int(parts[1]) * 1024
-            except (IndexError, ValueError):
-                return None
-            if line.startswith("VmRSS:"):
-                rss = value
-            else:
-                hwm = value
+    rss, hwm = _kib(text, b"\nVmRSS:"), _kib(text, b"\nVmHWM:")
     return (rss, hwm) if rss is not None and hwm is not None else None
+
+
+def _kib(text: bytes, label: bytes) -> Optional[int]:
+    """The ``label`` line's value (``VmRSS:   1234 kB``) in bytes; None when absent or unreadable."""
+    start = text.find(label)
+    if start < 0:
+        if not text.startswith(label[1:]):
+            return None
+        start = -1
+    start += len(label)
+    end = text.find(b"\n", start)
+    parts = text[start:end if end >= 0 else len(text)].split()
+    try:
+        return int(parts[0]) * 1024
+    except (IndexError, ValueError):
+        return None
 
 
 class PeakTracker:
