@@ -82,10 +82,9 @@ def test_reads_what_the_buffered_reader_reads(raw: bytes) -> None:
     (b"HTTP/1.1 200 OK\r\nX: " + b"y" * (64 * 1024) + b"\r\n\r\n", http.client.LineTooLong),
 ])
 def test_bad_responses_are_the_standard_errors(raw: bytes, error: type) -> None:
-    with _feed([raw] if raw else []) as sock:
-        with pytest.raises(error):
-            response = read_response(SocketReader(sock))
-            b"".join(response.chunks())
+    with _feed([raw] if raw else []) as sock, pytest.raises(error):
+        response = read_response(SocketReader(sock))
+        b"".join(response.chunks())
 
 
 def test_readline_limit_and_read1() -> None:
