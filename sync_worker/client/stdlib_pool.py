@@ -35,7 +35,7 @@ from typing import Any, Deque, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
 from . import http11
-from .connections import RequestSlot, readable_now
+from .connections import RequestSlot, native_poller, readable_now
 from .sockreader import SocketReader
 
 __all__ = ["ConnectFailed", "StdlibPool", "tls_context_for"]
@@ -118,7 +118,7 @@ class StdlibPool:
             except IndexError:
                 return None
             try:
-                if not connection.reader.pending and not readable_now(connection.sock):
+                if not connection.reader.pending and not connection.dropped():
                     return connection
             except (OSError, ValueError):
                 pass
@@ -160,7 +160,9 @@ class StdlibPool:
         reusable = False
         try:
             sock = connection.sock
-            sock.settimeout(read_timeout)
+            if connection.timeout != read_timeout:  # settimeout is a system call each time
+                sock.settimeout(read_timeout)
+                connection.timeout = read_timeout
             slot.attach(connection)
             sock.sendall(http11.request_bytes(method, self.prefix + target, self.host_header, headers, body))
             response = http11.read_response(connection.reader)
@@ -179,11 +181,19 @@ class StdlibPool:
 class _Connection:
     """One pooled socket (``sock`` is what a request slot shuts down on abort)."""
 
-    __slots__ = ("reader", "sock")
+    __slots__ = ("_poller", "reader", "sock", "timeout")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.reader = SocketReader(sock)  # lives with the socket: no makefile per request
+        self.timeout: Optional[float] = None  # the socket's timeout as last set
+        self._poller: Any = None
+
+    def dropped(self) -> bool:
+        """Whether the idle connection has data or EOF waiting (closed, or sent something unasked)."""
+        if self._poller is None:
+            self._poller = native_poller(self.sock)
+        return readable_now(self.sock, self._poller)
 
     def close(self) -> None:
         try:
