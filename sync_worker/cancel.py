@@ -23,11 +23,16 @@ logger = logging.getLogger("sync_worker.cancel")
 Callback = Callable[[], None]
 
 
+_allocate_lock: Optional[Callable[[], Any]] = None
+
+
 def _native_lock() -> Any:
-    monkey = sys.modules.get("gevent.monkey")
-    if monkey is not None:
-        return monkey.get_original("_thread", "allocate_lock")()
-    return _thread.allocate_lock()
+    global _allocate_lock
+    if _allocate_lock is None:
+        monkey = sys.modules.get("gevent.monkey")
+        _allocate_lock = monkey.get_original("_thread", "allocate_lock") if monkey is not None \
+            else _thread.allocate_lock
+    return _allocate_lock()
 
 
 class CancelToken:

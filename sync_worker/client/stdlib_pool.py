@@ -164,7 +164,12 @@ class StdlibPool:
                 sock.settimeout(read_timeout)
                 connection.timeout = read_timeout
             slot.attach(connection)
-            sock.sendall(http11.request_bytes(method, self.prefix + target, self.host_header, headers, body))
+            data = http11.request_bytes(method, self.prefix + target, self.host_header, headers, body)
+            # One send() usually takes the whole request; gevent's sendall() would first ask the
+            # kernel for the send buffer size (a system call and a chunking loop) on every request.
+            sent = sock.send(data)
+            if sent < len(data):
+                sock.sendall(memoryview(data)[sent:])
             response = http11.read_response(connection.reader)
             content = response.read_within(body_limit)
             if content is None:

@@ -72,3 +72,16 @@ def test_start_and_describe_on_the_dev_server() -> None:
         with pytest.raises(errors.ServerError) as caught:
             ours.describe_activity("no-such-activity")
         assert caught.value.status == 404
+
+
+def test_a_request_larger_than_one_send_arrives_whole(serve: Serve) -> None:
+    seen: List[int] = []
+
+    def script(server: MisbehavingServer, conn: socket.socket, request: RawRequest) -> None:
+        seen.append(len(request.body))
+        json_response(server, conn, {"ok": True})
+
+    client = Client(serve(script).url, transport_retries=1, control_plane_transport="stdlib")
+    big = "x" * (8 * 1024 * 1024)  # far past a loopback socket's send buffer
+    assert client.request("POST", "/echo", body={"blob": big}) == {"ok": True}
+    assert seen == [len('{"blob":""}') + len(big)]
