@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
-from typing import Callable, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 __all__ = ["PeakTracker", "PeakWindow", "read_rss_and_hwm"]
 
@@ -53,7 +53,7 @@ def read_small_file(path: str, limit: int = 64 * 1024) -> Optional[bytes]:
     except (OSError, ValueError):
         return None
     try:
-        parts = []
+        parts: List[bytes] = []
         while True:
             data = os.read(fd, limit)
             if not data:
