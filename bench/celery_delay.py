@@ -161,7 +161,8 @@ def main() -> None:
                              ("publish_cpu_ms", "client CPU per delay()", "ms")):
         ours_value, theirs_value = median("sync_worker_celery", key), median("celery", key)
         ratio = ours_value / theirs_value if theirs_value else float("nan")
-        print(f"{label + ' (' + unit + ')':28}{ours_value:>20.1f}{theirs_value:>20.1f}{ratio:>9.2f}x")
+        digits = 3 if key == "publish_cpu_ms" else 1
+        print(f"{label + ' (' + unit + ')':28}{ours_value:>20.{digits}f}{theirs_value:>20.{digits}f}{ratio:>9.2f}x")
 
 
 if __name__ == "__main__":
