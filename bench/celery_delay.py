@@ -12,7 +12,9 @@ What runs (every process started here and stopped at the end):
   -Q bench -c N -P threads`` from a venv at ``/tmp/celery-bench-venv`` that this script creates
   with ``pip install 'celery[redis]>=5.3,<6'`` when it is missing (``--venv`` to use another);
 * the client of each side in its own process (``bench/_delay_client.py``): 20 warm-up tasks, then
-  N ``noop.delay(time.time())`` calls, then ``.get()`` of each result in order.
+  N ``noop.delay(time.time())`` calls, then ``.get()`` of each result in order; the client's own
+  CPU time over the N calls is printed per call (what a web process pays to enqueue), with the
+  machine's noise (``bench/_noise.py``).
 
 Both apps are the same module (``celery_noop_app.py``; ``sync_celery_noop_app.py`` differs only in
 its import). Latency = when the task body ran minus when ``.delay()`` was called; throughput =
@@ -94,6 +96,10 @@ def main() -> None:
     parser.add_argument("--venv", default="/tmp/celery-bench-venv")
     args = parser.parse_args()
     celery_python = ensure_venv(Path(args.venv))
+    sys.path.insert(0, str(BENCH))
+    from _noise import NoiseProbe
+
+    noise = NoiseProbe()
     redis_server = shutil.which("redis-server")
     if redis_server is None:
         raise SystemExit("redis-server is not installed (Debian: apt-get install redis-server)")
@@ -128,6 +134,7 @@ def main() -> None:
         wait_log(logs / "celery.log", "ready.", real)
         rounds: Dict[str, List[Dict[str, float]]] = {"sync_worker_celery": [], "celery": []}
         for index in range(args.rounds):
+            noise.sample()
             rounds["sync_worker_celery"].append(client(sys.executable, "sync_celery_noop_app", ours, args.tasks))
             rounds["celery"].append(client(str(celery_python), "celery_noop_app", theirs, args.tasks))
             sys.stderr.write(f"round {index + 1}: ours {rounds['sync_worker_celery'][-1]['throughput']:.0f}/s, "
@@ -144,14 +151,18 @@ def main() -> None:
     def median(system: str, key: str) -> float:
         return statistics.median(r[key] for r in rounds[system])
 
+    noise.sample()
     print(f"{args.tasks} .delay() no-op tasks -> results, {args.concurrency} worker threads, "
           f"median of {args.rounds} rounds")
+    print(noise.report())
     print(f"{'':28}{'sync_worker_celery':>20}{'celery 5 + redis':>20}{'ratio':>10}")
     for key, label, unit in (("throughput", "throughput", "tasks/s"), ("p50_ms", "latency p50", "ms"),
-                             ("p99_ms", "latency p99", "ms"), ("publish_s", "publish 1,000 delay()", "s")):
+                             ("p99_ms", "latency p99", "ms"), ("publish_s", "publish 1,000 delay()", "s"),
+                             ("publish_cpu_ms", "client CPU per delay()", "ms")):
         ours_value, theirs_value = median("sync_worker_celery", key), median("celery", key)
         ratio = ours_value / theirs_value if theirs_value else float("nan")
-        print(f"{label + ' (' + unit + ')':28}{ours_value:>20.1f}{theirs_value:>20.1f}{ratio:>9.2f}x")
+        digits = 3 if key == "publish_cpu_ms" else 1
+        print(f"{label + ' (' + unit + ')':28}{ours_value:>20.{digits}f}{theirs_value:>20.{digits}f}{ratio:>9.2f}x")
 
 
 if __name__ == "__main__":

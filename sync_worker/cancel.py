@@ -12,7 +12,9 @@ cooperative anyway).
 
 from __future__ import annotations
 
+import _thread
 import logging
+import sys
 import threading
 from typing import Any, Callable, Dict, Optional
 
@@ -21,12 +23,26 @@ logger = logging.getLogger("sync_worker.cancel")
 Callback = Callable[[], None]
 
 
+_allocate_lock: Optional[Callable[[], Any]] = None
+
+
+def _native_lock() -> Any:
+    global _allocate_lock
+    if _allocate_lock is None:
+        monkey = sys.modules.get("gevent.monkey")
+        _allocate_lock = monkey.get_original("_thread", "allocate_lock") if monkey is not None \
+            else _thread.allocate_lock
+    return _allocate_lock()
+
+
 class CancelToken:
     """A cancellation flag with wait and callbacks. Safe to use from any thread."""
 
     def __init__(self, event_factory: Optional[Callable[[], Any]] = None) -> None:
         self._event = (event_factory or threading.Event)()
-        self._lock = threading.Lock()
+        # Held only for a few dict operations, never across a wait: the OS lock even under gevent
+        # (its patched lock is Python code, taken several times per task).
+        self._lock = _native_lock()
         self._callbacks: Dict[int, Callback] = {}
         self._next_handle = 0
 

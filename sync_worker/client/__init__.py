@@ -168,6 +168,10 @@ class Client(
       the default: about a third of the worker CPU per task of a requests session) or through a
       requests session (``"requests"``, as the control plane always does). Both share the
       deadlines, abort-on-shutdown, limits, TLS settings and error mapping.
+    * ``control_plane_transport``: the same choice for control-plane and discovery requests
+      (starts, describes, signals, results): ``"requests"`` (the default, what ``responses``-based
+      tests and session tooling see) or ``"stdlib"`` (the worker plane's socket pool, a fraction of
+      the client CPU per call; the Celery facade publishes through it).
     * ``tls_context`` (an ``ssl.SSLContext``) is used as given for every HTTPS connection: its
       CAs, client certificate and hostname checks decide (requests' CA bundle is not added).
       ``verify=`` (a CA bundle path, or ``False``) is the short form.
@@ -199,6 +203,7 @@ class Client(
         verify: Any = True,
         max_body_bytes: int = 64 * 1024 * 1024,
         worker_plane_transport: str = "stdlib",
+        control_plane_transport: str = "requests",
     ) -> None:
         if retry_policy is not None:
             transport_retries = int(getattr(retry_policy, "max_attempts", transport_retries))
@@ -207,7 +212,8 @@ class Client(
             timeout=timeout, connect_timeout=connect_timeout, failure_report_limit_bytes=failure_report_limit_bytes,
             max_connections=max_connections, transport_retries=transport_retries, verify=verify, metrics=metrics,
             max_body_bytes=max_body_bytes, tls_context=tls_context,
-            worker_plane_transport=worker_plane_transport, external_storage=external_storage,
+            worker_plane_transport=worker_plane_transport, control_plane_transport=control_plane_transport,
+            external_storage=external_storage,
             external_storage_threshold_bytes=external_storage_threshold_bytes,
             external_storage_cache=external_storage_cache,
         )

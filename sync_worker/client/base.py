@@ -37,6 +37,10 @@ SDK_VERSION = "sync-worker-python/0.1.0"
 #: How worker-plane requests travel: ``"stdlib"`` (the default: pooled sockets with a lean HTTP/1.1
 #: wire, standard library only) or ``"requests"`` (a session, like the control plane).
 WORKER_PLANE_TRANSPORTS = ("stdlib", "requests")
+#: How control-plane (and discovery) requests travel: ``"requests"`` (the default: a session, what
+#: users' tooling and ``responses``-based tests see) or ``"stdlib"`` (the worker plane's socket pool:
+#: a fraction of the CPU per call; the Celery facade publishes through it).
+CONTROL_PLANE_TRANSPORTS = ("requests", "stdlib")
 
 _PROTOCOL_ENV = "DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION"
 _CONTROL_ENV = "DURABLE_WORKFLOW_CONTROL_PLANE_VERSION"
@@ -68,6 +72,7 @@ class ClientBase:
         tls_context: Optional[ssl.SSLContext] = None,
         max_body_bytes: int = 64 * 1024 * 1024,
         worker_plane_transport: str = "stdlib",
+        control_plane_transport: str = "requests",
         external_storage: Any = None,
         external_storage_threshold_bytes: Optional[int] = None,
         external_storage_cache: Any = None,
@@ -107,6 +112,10 @@ class ClientBase:
             raise ValueError(f"worker_plane_transport must be one of {', '.join(WORKER_PLANE_TRANSPORTS)}, "
                              f"not {worker_plane_transport!r}")
         self.worker_plane_transport = worker_plane_transport
+        if control_plane_transport not in CONTROL_PLANE_TRANSPORTS:
+            raise ValueError(f"control_plane_transport must be one of {', '.join(CONTROL_PLANE_TRANSPORTS)}, "
+                             f"not {control_plane_transport!r}")
+        self.control_plane_transport = control_plane_transport
         self._transport = Transport(
             self.base_url,
             timeout=self.timeout,
@@ -162,6 +171,7 @@ class ClientBase:
             max_connections=self.max_connections, transport_retries=self.transport_retries,
             verify=self.verify, metrics=self.metrics, tls_context=self.tls_context,
             max_body_bytes=self.max_body_bytes, worker_plane_transport=self.worker_plane_transport,
+            control_plane_transport=self.control_plane_transport,
             external_storage=self.external_storage,
             external_storage_threshold_bytes=self.external_storage_threshold_bytes,
             external_storage_cache=self.external_storage_cache,
@@ -276,8 +286,8 @@ class ClientBase:
             headers = self._worker_headers() if self.worker_token else self._control_headers()
         clean_params = {k: v for k, v in (params or {}).items() if v is not None} or None
         # The worker plane is the hot path: the stdlib socket pool (unless asked otherwise). The
-        # control plane keeps requests.
-        direct = plane == "worker" and self.worker_plane_transport == "stdlib"
+        # control plane keeps requests unless asked otherwise (the Celery facade's publishes).
+        direct = (self.worker_plane_transport if plane == "worker" else self.control_plane_transport) == "stdlib"
         if self.metrics is None:
             return self._transport.request(
                 method, "/api" + path, route=route, headers=headers, json_body=body, params=clean_params,

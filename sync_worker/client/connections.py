@@ -67,14 +67,14 @@ def _shutdown(connection: Any) -> None:
 
 
 _native_poll: Optional[Callable[[], Any]] = None
+_READABLE = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP if hasattr(select, "poll") else 0
 
 
-def readable_now(sock: Any) -> bool:
-    """Whether ``sock`` has data or EOF waiting, without blocking.
+def native_poller(sock: Any) -> Optional[Any]:
+    """A native ``select.poll`` object watching ``sock`` for data or EOF (None without poll).
 
-    This is urllib3's "was the pooled connection dropped?" check, done with the process's native
-    ``select.poll``: with a zero timeout it cannot block, and under gevent it avoids setting up
-    a hub watcher for every request (the patched select costs ~20x more per call).
+    The process's own ``poll`` even under gevent: with a zero timeout it cannot block, and it
+    avoids setting up a hub watcher for every check (the patched select costs ~20x more per call).
     """
     global _native_poll
     if _native_poll is None:
@@ -82,9 +82,22 @@ def readable_now(sock: Any) -> bool:
         original = monkey.get_original("select", "poll") if monkey is not None else None
         _native_poll = original if callable(original) else getattr(select, "poll", None)
     if _native_poll is None:  # pragma: no cover - platforms without poll
-        return bool(select.select([sock], [], [], 0)[0])
+        return None
     poller = _native_poll()
-    poller.register(sock.fileno(), select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP)
+    poller.register(sock.fileno(), _READABLE)
+    return poller
+
+
+def readable_now(sock: Any, poller: Optional[Any] = None) -> bool:
+    """Whether ``sock`` has data or EOF waiting, without blocking.
+
+    This is urllib3's "was the pooled connection dropped?" check. ``poller`` is one
+    :func:`native_poller` made for ``sock`` earlier (a pooled connection keeps its own).
+    """
+    if poller is None:
+        poller = native_poller(sock)
+        if poller is None:  # pragma: no cover - platforms without poll
+            return bool(select.select([sock], [], [], 0)[0])
     return bool(poller.poll(0))
 
 

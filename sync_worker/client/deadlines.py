@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 import time
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Tuple
 
 __all__ = ["DeadlineWatchdog", "Timer", "watchdog"]
 
@@ -53,7 +53,7 @@ class DeadlineWatchdog:
         self._wake = threading.Condition(self._lock)
         self._heap: List[Tuple[float, int, Timer]] = []
         self._pushes = 0
-        self._pid: Optional[int] = None
+        self._running = False  # reset in a forked child (the at-fork hook): no getpid per schedule
 
     def schedule(self, seconds: float, callback: Callable[[], None]) -> Timer:
         timer = Timer(self._clock() + max(0.0, seconds), callback)
@@ -92,10 +92,9 @@ class DeadlineWatchdog:
             return len(self._heap)
 
     def _ensure_running(self) -> None:
-        pid = os.getpid()
-        if self._pid == pid:
+        if self._running:
             return
-        self._pid = pid
+        self._running = True
         thread = threading.Thread(target=self._run, name="sync-worker-http-deadlines", daemon=True)
         thread.start()
 

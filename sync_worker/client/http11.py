@@ -27,9 +27,9 @@ before anything is sent, so a header value from configuration cannot inject a he
 from __future__ import annotations
 
 import http.client
-import io
+import re
 import socket
-from typing import Dict, Iterator, Mapping, Optional, Tuple
+from typing import Dict, Iterator, Mapping, Optional, Protocol, Tuple
 
 __all__ = ["Response", "connect", "host_header", "read_response", "request_bytes"]
 
@@ -37,21 +37,53 @@ MAX_LINE = 64 * 1024
 MAX_HEADERS = 100
 _KEPT = (b"content-length", b"content-type", b"transfer-encoding", b"connection")
 _NO_BODY = (204, 304)
+_BAD_TARGET = re.compile("[ \r\n\t]")
+_BAD_METHOD = re.compile("[ \r\n]")
 
 
 def request_bytes(method: str, target: str, host: str, headers: Mapping[str, str], body: Optional[bytes]) -> bytes:
     """The request head and body as one ``bytes`` (``Content-Length`` always set for a body)."""
-    if not target.startswith("/") or any(c in target for c in " \r\n\t") or any(c in method for c in " \r\n"):
+    if target[:1] != "/" or _BAD_TARGET.search(target) is not None or _BAD_METHOD.search(method) is not None:
         raise ValueError("invalid request line")
-    lines = [f"{method} {target} HTTP/1.1", f"Host: {host}", "Accept-Encoding: identity"]
+    head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + header_block(host, headers)
+    if body is not None:
+        head += b"Content-Length: %d\r\n\r\n" % len(body)
+        return head + body if body else head
+    return head + b"\r\n"
+
+
+#: Header blocks already built and checked, by (host, headers): a worker sends the same few
+#: header sets on every request, so each is validated and encoded once.
+_BLOCKS: Dict[Tuple[str, Tuple[Tuple[str, str], ...]], bytes] = {}
+_BLOCKS_MAX = 64
+
+
+def header_block(host: str, headers: Mapping[str, str]) -> bytes:
+    """``Host``, ``Accept-Encoding`` and ``headers`` as CRLF-ended lines (no blank line), checked."""
+    key = (host, tuple(headers.items()))
+    block = _BLOCKS.get(key)
+    if block is not None:
+        return block
+    lines = [f"Host: {host}", "Accept-Encoding: identity"]
     for name, value in headers.items():
         if "\r" in name or "\n" in name or ":" in name or "\r" in value or "\n" in value:
             raise ValueError(f"invalid header {name!r}")
         lines.append(f"{name}: {value}")
-    if body is not None:
-        lines.append(f"Content-Length: {len(body)}")
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-    return head + body if body else head
+    block = ("\r\n".join(lines) + "\r\n").encode("latin-1")
+    if len(_BLOCKS) >= _BLOCKS_MAX:
+        _BLOCKS.clear()  # a bounded cache: header sets that keep changing (rotating tokens) start afresh
+    _BLOCKS[key] = block
+    return block
+
+
+class Reader(Protocol):
+    """What a response is read from: a ``BufferedReader`` or a pooled connection's ``SocketReader``."""
+
+    def readline(self, __limit: int = ...) -> bytes: ...
+
+    def read(self, __size: int) -> bytes: ...
+
+    def read1(self, __size: int) -> bytes: ...
 
 
 class Response:
@@ -59,7 +91,7 @@ class Response:
 
     __slots__ = ("_chunked", "_fp", "_length", "content_length", "content_type", "status", "will_close")
 
-    def __init__(self, fp: io.BufferedReader, status: int, fields: Dict[bytes, bytes], version: bytes) -> None:
+    def __init__(self, fp: Reader, status: int, fields: Dict[bytes, bytes], version: bytes) -> None:
         self._fp = fp
         self.status = status
         self.content_type = fields.get(b"content-type", b"").decode("latin-1")
@@ -82,6 +114,18 @@ class Response:
             self.content_length = value.decode("ascii")
         elif not self._chunked:
             self.will_close = True  # the body ends with the connection
+
+    def read_within(self, limit: int) -> Optional[bytes]:
+        """The whole body when its length is declared and at most ``limit`` (else None: use :meth:`chunks`)."""
+        length = self._length
+        if length is None or length > limit:
+            return None
+        if not length:
+            return b""
+        data = self._fp.read(length)
+        if len(data) < length:
+            raise http.client.IncompleteRead(data, length - len(data))
+        return data
 
     def chunks(self) -> Iterator[bytes]:
         """The body in pieces; a body cut short of its framing raises ``IncompleteRead``."""
@@ -122,7 +166,7 @@ class Response:
                 raise http.client.HTTPException("chunk not followed by CRLF")
 
 
-def _line(fp: io.BufferedReader) -> bytes:
+def _line(fp: Reader) -> bytes:
     line = fp.readline(MAX_LINE + 1)
     if len(line) > MAX_LINE:
         raise http.client.LineTooLong("header line")
@@ -131,19 +175,46 @@ def _line(fp: io.BufferedReader) -> bytes:
     return line
 
 
-def read_response(fp: io.BufferedReader) -> Response:
+def read_response(fp: Reader) -> Response:
     """Read a response head from ``fp`` (interim 1xx responses skipped)."""
+    take_head = getattr(fp, "take_head", None)  # a pooled connection's reader: the head in one piece
     while True:
-        line = fp.readline(MAX_LINE + 1)
-        if not line:
-            raise http.client.RemoteDisconnected("the server closed the connection without a response")
-        if len(line) > MAX_LINE:
-            raise http.client.LineTooLong("status line")
-        version, status = _status(line)
-        fields = _fields(fp)
+        head = take_head() if take_head is not None else None
+        if head is not None:
+            version, status, fields = _parse_head(head)
+        else:
+            line = fp.readline(MAX_LINE + 1)
+            if not line:
+                raise http.client.RemoteDisconnected("the server closed the connection without a response")
+            if len(line) > MAX_LINE:
+                raise http.client.LineTooLong("status line")
+            version, status = _status(line)
+            fields = _fields(fp)
         if 100 <= status < 200 and status != 101:
             continue
         return Response(fp, status, fields, version)
+
+
+def _parse_head(head: bytes) -> Tuple[bytes, int, Dict[bytes, bytes]]:
+    """A whole head ending ``CRLF CRLF`` with no bare LF in it, by the rules of the line reader."""
+    lines = head.split(b"\r\n")[:-2]
+    if len(lines) - 1 > MAX_HEADERS:
+        raise http.client.HTTPException(f"more than {MAX_HEADERS} header lines")
+    if len(lines[0]) + 2 > MAX_LINE:
+        raise http.client.LineTooLong("status line")
+    version, status = _status(lines[0])
+    fields: Dict[bytes, bytes] = {}
+    for line in lines[1:]:
+        if len(line) + 2 > MAX_LINE:
+            raise http.client.LineTooLong("header line")
+        name, colon, value = line.partition(b":")
+        if not colon:
+            raise http.client.HTTPException("malformed header line")
+        key = name.strip().lower()
+        if key in _KEPT:
+            value = value.strip()
+            fields[key] = fields[key] + b", " + value if key in fields else value
+    return version, status, fields
 
 
 def _status(line: bytes) -> Tuple[bytes, int]:
@@ -154,7 +225,7 @@ def _status(line: bytes) -> Tuple[bytes, int]:
     return parts[0], int(parts[1])
 
 
-def _fields(fp: io.BufferedReader) -> Dict[bytes, bytes]:
+def _fields(fp: Reader) -> Dict[bytes, bytes]:
     fields: Dict[bytes, bytes] = {}
     for _ in range(MAX_HEADERS + 1):
         line = fp.readline(MAX_LINE + 1)

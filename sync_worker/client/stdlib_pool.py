@@ -35,7 +35,8 @@ from typing import Any, Deque, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
 from . import http11
-from .connections import RequestSlot, readable_now
+from .connections import RequestSlot, native_poller, readable_now
+from .sockreader import SocketReader
 
 __all__ = ["ConnectFailed", "StdlibPool", "tls_context_for"]
 
@@ -117,7 +118,7 @@ class StdlibPool:
             except IndexError:
                 return None
             try:
-                if not readable_now(connection.sock):
+                if not connection.reader.pending and not connection.dropped():
                     return connection
             except (OSError, ValueError):
                 pass
@@ -143,11 +144,12 @@ class StdlibPool:
 
     def exchange(self, method: str, target: str, headers: Mapping[str, str], body: Optional[bytes], *,
                  connect_timeout: float, read_timeout: float, slot: RequestSlot,
-                 read_body: Any) -> Tuple[int, str, bytes]:
+                 read_body: Any, body_limit: int = -1) -> Tuple[int, str, bytes]:
         """Send one request and read its response: (status, content type, body bytes).
 
         ``target`` is the path and query below the origin. ``read_body(declared, chunks, close)``
-        reads the body under the transport's size bound. Raises :class:`ConnectFailed` when no
+        reads the body under the transport's size bound; a body whose declared length is at most
+        ``body_limit`` is read whole without it. Raises :class:`ConnectFailed` when no
         connection could be opened, ``OSError``/``http.client.HTTPException`` otherwise.
         """
         if slot.aborted:
@@ -158,15 +160,20 @@ class StdlibPool:
         reusable = False
         try:
             sock = connection.sock
-            sock.settimeout(read_timeout)
+            if connection.timeout != read_timeout:  # settimeout is a system call each time
+                sock.settimeout(read_timeout)
+                connection.timeout = read_timeout
             slot.attach(connection)
-            sock.sendall(http11.request_bytes(method, self.prefix + target, self.host_header, headers, body))
-            reader = sock.makefile("rb")
-            try:
-                response = http11.read_response(reader)
+            data = http11.request_bytes(method, self.prefix + target, self.host_header, headers, body)
+            # One send() usually takes the whole request; gevent's sendall() would first ask the
+            # kernel for the send buffer size (a system call and a chunking loop) on every request.
+            sent = sock.send(data)
+            if sent < len(data):
+                sock.sendall(memoryview(data)[sent:])
+            response = http11.read_response(connection.reader)
+            content = response.read_within(body_limit)
+            if content is None:
                 content = read_body(response.content_length, response.chunks(), connection.close)
-            finally:
-                reader.close()
             reusable = not response.will_close
             return response.status, response.content_type, content
         finally:
@@ -179,10 +186,19 @@ class StdlibPool:
 class _Connection:
     """One pooled socket (``sock`` is what a request slot shuts down on abort)."""
 
-    __slots__ = ("sock",)
+    __slots__ = ("_poller", "reader", "sock", "timeout")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        self.reader = SocketReader(sock)  # lives with the socket: no makefile per request
+        self.timeout: Optional[float] = None  # the socket's timeout as last set
+        self._poller: Any = None
+
+    def dropped(self) -> bool:
+        """Whether the idle connection has data or EOF waiting (closed, or sent something unasked)."""
+        if self._poller is None:
+            self._poller = native_poller(self.sock)
+        return readable_now(self.sock, self._poller)
 
     def close(self) -> None:
         try:

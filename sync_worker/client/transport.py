@@ -288,6 +288,7 @@ class Transport:
         return self._direct.exchange(
             method, target, headers, data, connect_timeout=self.connect_timeout, read_timeout=read_budget,
             slot=slot, read_body=lambda declared, chunks, close: self._bounded(route, declared, chunks, close),
+            body_limit=self.max_body_bytes,
         )
 
     def _bounded(self, route: str, declared: Optional[str], chunks: Any, close: Callable[[], None]) -> bytes:
@@ -334,16 +335,33 @@ if hasattr(os, "register_at_fork"):  # POSIX
     os.register_at_fork(after_in_child=_reset_transports_after_fork)
 
 
+#: Compact, UTF-8, NaN refused: the same bytes the failure-report budget is measured on (built
+#: once: ``json.dumps`` with options builds an encoder per call).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_DECODER = json.JSONDecoder()
+
+
 def _dumps(value: Any) -> bytes:
-    # Compact, UTF-8, NaN refused: the same bytes the failure-report budget is measured on.
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    return _ENCODER.encode(value).encode("utf-8")
+
+
+def _loads(content: bytes) -> Any:
+    """``json.loads(content)``; UTF-8 (what servers send) decoded directly, any other encoding
+    (UTF-16/32, a BOM) through ``json.loads``'s own detection."""
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError:
+        return json.loads(content)
+    if text[:1] == "\ufeff" or "\x00" in text[:4]:
+        return json.loads(content)
+    return _DECODER.decode(text)
 
 
 def _parse_body(content: bytes, content_type: str, status: int, route: str) -> Any:
-    if status == 204 or not content.strip():
+    if status == 204 or not content or content.isspace():
         return None
     try:
-        return json.loads(content)
+        return _loads(content)
     except ValueError:
         if status >= 400:
             return content[:512].decode("utf-8", "replace")

@@ -12,6 +12,7 @@ Field aliases live here only: ``activity_attempt_id`` / ``attempt_id``.
 
 from __future__ import annotations
 
+from collections import abc  # isinstance against abc.Mapping: typing.Mapping's check is ~10x slower
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Union
 
@@ -140,7 +141,7 @@ PolledTask = Union[ActivityTask, WorkflowTask, QueryTask, UpdateValidationTask]
 
 def parse_task(kind: str, raw: Any) -> PolledTask:
     """The typed task of a poll of ``kind`` (``workflow``, ``activity``, ``query``); see the module."""
-    if not isinstance(raw, Mapping):
+    if not isinstance(raw, abc.Mapping):
         raise MalformedTask(kind, ["the task is not an object"], {})
     problems: List[str] = []
     if kind == "activity":

@@ -24,7 +24,7 @@ class InflightTask:
         self.started_at = backend.monotonic()
         self.cancel = CancelToken(backend.event)
         self.handle: Optional[TaskHandle] = None
-        self._lock = backend.lock()
+        self._lock = backend.native_lock()  # brief, never held across a blocking call
         self._abandoned = False
         self._on_abandon: List[Callable[[], None]] = []
 
@@ -57,7 +57,7 @@ class InflightSet:
 
     def __init__(self, backend: ConcurrencyBackend) -> None:
         self._backend = backend
-        self._lock = backend.lock()
+        self._lock = backend.native_lock()  # brief, never held across a blocking call
         self._tasks: Dict[int, InflightTask] = {}
         self._ids = itertools.count()
         self._changed = backend.event()

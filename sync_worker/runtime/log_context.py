@@ -15,30 +15,65 @@ import contextvars
 import json
 import logging
 import time
-from contextlib import contextmanager
-from typing import Any, Dict, Iterator, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
-__all__ = ["LOG_FORMATS", "JsonFormatter", "bound", "current", "formatter_for", "task_fields"]
+__all__ = ["LOG_FORMATS", "JsonFormatter", "bound", "bound_task", "current", "formatter_for", "task_fields"]
 
 LOG_FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
-_fields: contextvars.ContextVar[Optional[Dict[str, Any]]] = contextvars.ContextVar("sync_worker_task_log", default=None)
+_fields: contextvars.ContextVar[Any] = contextvars.ContextVar("sync_worker_task_log", default=None)
+
+
+class _TaskIds:
+    """A leased task's ids, worked out only when a log line asks for them (most tasks log nothing)."""
+
+    __slots__ = ("_args", "_fields")
+
+    def __init__(self, kind: str, raw: Mapping[str, Any], task_queue: str, namespace: Optional[str]) -> None:
+        self._args = (kind, raw, task_queue, namespace)
+        self._fields: Optional[Dict[str, Any]] = None
+
+    def resolve(self) -> Dict[str, Any]:
+        if self._fields is None:
+            kind, raw, task_queue, namespace = self._args
+            fields = task_fields(kind, raw, task_queue=task_queue, namespace=namespace)
+            self._fields = {key: value for key, value in fields.items() if value is not None}
+        return self._fields
+
+
+class _Binding:
+    """``with`` block that binds a value to the context variable and resets it after."""
+
+    __slots__ = ("_token", "_value")
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+        self._token: Any = None
+
+    def __enter__(self) -> None:
+        self._token = _fields.set(self._value)
+
+    def __exit__(self, *exc: object) -> None:
+        _fields.reset(self._token)
 
 
 def current() -> Dict[str, Any]:
     """The ids bound for the running task (empty outside a task)."""
-    return dict(_fields.get() or {})
+    value = _fields.get()
+    if value is None:
+        return {}
+    return dict(value.resolve() if isinstance(value, _TaskIds) else value)
 
 
-@contextmanager
-def bound(fields: Mapping[str, Any]) -> Iterator[None]:
+def bound(fields: Mapping[str, Any]) -> _Binding:
     """Bind ``fields`` (None values left out) as the running task's ids for the block."""
-    token = _fields.set({key: value for key, value in fields.items() if value is not None})
-    try:
-        yield
-    finally:
-        _fields.reset(token)
+    return _Binding({key: value for key, value in fields.items() if value is not None})
+
+
+def bound_task(kind: str, raw: Mapping[str, Any], *, task_queue: str, namespace: Optional[str]) -> _Binding:
+    """Bind the ids of a leased task (:func:`task_fields`) for the block, computed at the first log line."""
+    return _Binding(_TaskIds(kind, raw, task_queue, namespace))
 
 
 def task_fields(kind: str, raw: Mapping[str, Any], *, task_queue: str, namespace: Optional[str]) -> Dict[str, Any]:

@@ -415,9 +415,11 @@ class RuntimeShell:
                 else:
                     logger.exception("%s task %s crashed the runtime", kind, task_id)
             finally:
-                duration = self.backend.monotonic() - inflight.started_at
-                self.metrics.increment(TASKS, 1.0, dict(labels, outcome=outcome))
-                self.metrics.record(TASK_DURATION, duration, dict(labels, outcome=outcome))
+                metrics = self.metrics
+                if type(metrics) is not NoopMetrics:  # the default records nothing: build no tags
+                    duration = self.backend.monotonic() - inflight.started_at
+                    metrics.increment(TASKS, 1.0, dict(labels, outcome=outcome))
+                    metrics.record(TASK_DURATION, duration, dict(labels, outcome=outcome))
                 self.inflight.remove(key)
                 slot.release(ok=outcome not in ERROR_OUTCOMES)
 

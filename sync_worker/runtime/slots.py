@@ -34,7 +34,7 @@ class Slot:
     def __init__(self, pool: SlotPool, reservation: Optional[Reservation] = None) -> None:
         self._pool = pool
         self._released = False
-        self._lock = pool.backend.lock()
+        self._lock = pool.backend.native_lock()  # brief, never held across a blocking call
         self.reservation = reservation
 
     def started(self, task_type: str) -> None:
@@ -68,7 +68,7 @@ class SlotPool:
         self.capacity = capacity
         self.gate = gate
         self._semaphore = backend.semaphore(capacity)
-        self._count_lock = backend.lock()
+        self._count_lock = backend.native_lock()  # brief, never held across a blocking call
         self._in_use = 0
 
     @property

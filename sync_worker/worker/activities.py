@@ -199,7 +199,9 @@ def run_activity_task(
 
     execute = chain(interceptors, "execute_activity", call_activity, none_allowed=True)
     log_id = attempt_id or task_id
-    task_logger.info(format_received(activity_type, log_id))
+    logged = task_logger.isEnabledFor(logging.INFO)  # the lines are built only when someone reads them
+    if logged:
+        task_logger.info(format_received(activity_type, log_id))
     started = time.monotonic()
     activity_api.set_context(ctx)
     try:
@@ -244,7 +246,8 @@ def run_activity_task(
                      label, unencodable)
         report_failure(not_encodable_failure(unencodable), "unencodable result")
         return "failed_non_retryable"
-    task_logger.info(format_succeeded(activity_type, log_id, time.monotonic() - started, result))
+    if logged:
+        task_logger.info(format_succeeded(activity_type, log_id, time.monotonic() - started, result))
     deadline, until = outcome_window()
     try:
         deliver(lambda: client.complete_activity_task(

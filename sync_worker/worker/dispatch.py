@@ -83,8 +83,9 @@ class TaskDispatcher:
         except Exception:
             return False
 
-    def _log_fields(self, kind: str, raw: Mapping[str, Any]) -> Dict[str, Any]:
-        return log_context.task_fields(kind, raw, task_queue=self.task_queue, namespace=self.namespace)
+    def _log_fields(self, kind: str, raw: Mapping[str, Any]) -> Any:
+        """The ``with`` block binding a task's ids for its log lines (worked out at the first line)."""
+        return log_context.bound_task(kind, raw, task_queue=self.task_queue, namespace=self.namespace)
 
     def _tags(self, kind: str, outcome: str) -> Dict[str, str]:
         return {"task_kind": kind, "task_queue": self.task_queue, "outcome": outcome}
@@ -111,7 +112,7 @@ class TaskDispatcher:
             self.sessions.track(raw)
 
         def body(inflight: Any) -> str:
-            with log_context.bound(self._log_fields("activity", raw)):
+            with self._log_fields("activity", raw):
                 return run_activity_task(
                     client=self.client, task=task, activities=self.activities, worker_id=self.worker_id,
                     task_queue=self.task_queue, inflight=inflight, interceptors=self._interceptors(),
@@ -132,7 +133,7 @@ class TaskDispatcher:
             return
 
         def body(inflight: Any) -> str:
-            with log_context.bound(self._log_fields("workflow", raw)):
+            with self._log_fields("workflow", raw):
                 return run_workflow_task(
                     client=self.client, task=task, registry=self.workflows.registry(), worker_id=self.worker_id,
                     task_queue=self.task_queue, inflight=inflight, sleep=self.shell.backend.sleep,
@@ -148,7 +149,7 @@ class TaskDispatcher:
             return
         client = self.query_client if self.query_client is not None else self.client
         started = self.shell.backend.monotonic()
-        with log_context.bound(self._log_fields("query", raw)):
+        with self._log_fields("query", raw):
             outcome = run_query_task(client=client, task=task, registry=self.workflows.registry(),
                                      worker_id=self.worker_id, cancel=self.poll_cancel, executor=self.query_executor,
                                      interceptors=self._interceptors(), task_queue=self.task_queue,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import abc  # isinstance against abc.Mapping: typing.Mapping's check is ~10x slower
 from datetime import datetime
 from typing import Any, Callable, Mapping, Optional, Tuple, TypeVar
 
@@ -63,11 +64,11 @@ def _heartbeat_timeout(task: Mapping[str, Any], received_at: float) -> Optional[
     ``retry_policy.heartbeat_timeout`` (engine ``ActivityRetryPolicy::snapshotExternal``); failing
     that, the span from receipt to ``deadlines.heartbeat``."""
     policy = task.get("retry_policy")
-    declared = policy.get("heartbeat_timeout") if isinstance(policy, Mapping) else None
+    declared = policy.get("heartbeat_timeout") if isinstance(policy, abc.Mapping) else None
     if isinstance(declared, int) and not isinstance(declared, bool) and declared > 0:
         return float(declared)
     deadlines = task.get("deadlines")
-    at = _instant(deadlines.get("heartbeat")) if isinstance(deadlines, Mapping) else None
+    at = _instant(deadlines.get("heartbeat")) if isinstance(deadlines, abc.Mapping) else None
     return max(0.0, at - received_at) if at is not None else None
 
 

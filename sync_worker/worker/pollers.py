@@ -11,7 +11,7 @@ in-flight long poll and interrupts any wait.
 from __future__ import annotations
 
 import logging
-import uuid
+import random
 from typing import Any, Callable, Dict, Optional
 
 from ..cancel import CancelToken
@@ -19,7 +19,7 @@ from ..errors import ServerError, WorkerShutdown
 from ..protocol.refusals import poll_capacity_delay
 from ..runtime.backend import ConcurrencyBackend
 from ..runtime.backoff import PollFailureBackoff
-from ..runtime.metrics import POLL_DURATION, POLLS, MetricsRecorder
+from ..runtime.metrics import POLL_DURATION, POLLS, MetricsRecorder, NoopMetrics
 from ..runtime.slots import Slot, SlotPool, admit
 from ..runtime.status import RoleTracker
 from .recovery import ServerContact, unreachable
@@ -32,6 +32,12 @@ PollFn = Callable[[str, CancelToken], Optional[Dict[str, Any]]]
 DispatchFn = Callable[[Dict[str, Any], Optional[Slot]], None]
 
 _POLL_ID_PREFIX = {"workflow": "wf-poll-", "activity": "activity-poll-", "query": "query-poll-"}
+
+
+def _random_hex() -> str:
+    """32 random hex digits for a poll_request_id (unique, not secret): the process's Mersenne
+    Twister, reseeded in a forked child, where uuid4 costs a getrandom call and a UUID per poll."""
+    return f"{random.getrandbits(128):032x}"
 
 
 def poll_timeout_seconds(poll_timeout: float) -> int:
@@ -75,8 +81,11 @@ class Poller:
         self._contact = contact
         self.error: Optional[BaseException] = None
         self._tags = {"task_kind": kind, "task_queue": task_queue}
+        self._poll_id_prefix = _POLL_ID_PREFIX.get(kind, "poll-")
 
     def _count(self, outcome: str, started: float) -> None:
+        if type(self._metrics) is NoopMetrics:  # the default records nothing: build no tags
+            return
         tags = dict(self._tags, outcome=outcome)
         self._metrics.increment(POLLS, 1.0, tags)
         self._metrics.record(POLL_DURATION, self._backend.monotonic() - started, tags)
@@ -105,7 +114,7 @@ class Poller:
         try:
             token = self.tracker.request_started()
             try:
-                task = self._poll(_POLL_ID_PREFIX.get(self.kind, "poll-") + uuid.uuid4().hex, self._cancel)
+                task = self._poll(self._poll_id_prefix + _random_hex(), self._cancel)
             except WorkerShutdown:
                 self.tracker.request_abandoned(token)
                 return

@@ -118,9 +118,18 @@ class Task:
     def _check_arguments(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> None:
         if not self.typing:
             return
-        try:
-            signature = inspect.signature(self.run)
-        except (TypeError, ValueError):  # builtins without a signature
+        run = self.run
+        func, owner = getattr(run, "__func__", run), getattr(run, "__self__", None)
+        cached = self.__dict__.get("_run_signature")
+        if cached is not None and cached[0] is func and cached[1] is owner:
+            signature = cached[2]  # inspect.signature was most of a publish's own CPU
+        else:
+            try:
+                signature = inspect.signature(run)
+            except (TypeError, ValueError):  # builtins without a signature
+                signature = None
+            self.__dict__["_run_signature"] = (func, owner, signature)
+        if signature is None:
             return
         try:
             signature.bind(*args, **kwargs)

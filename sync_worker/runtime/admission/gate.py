@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from .. import metrics as names
 from .config import ConcurrencyConfig
 from .controller import LatencyWindow, decide
-from .costs import CostLearner
+from .costs import COST_SAMPLES, CostLearner
 from .memory import MemoryProbe, MemoryReading
 from .peak import PeakWindow
 from .status import ConcurrencyStatus, LimitAdjustment
@@ -52,6 +52,10 @@ _START_READING_MAX_AGE = 0.1
 logger = logging.getLogger("sync_worker.runtime.admission")
 
 _MIB = 1024.0 * 1024.0
+#: In fixed mode, after a type's first COST_SAMPLES solo runs, one solo run in this many is measured.
+FIXED_MODE_SAMPLE_EVERY = 16
+#: Types whose solo runs are counted (a worker with more types samples the rest every time).
+_MAX_SAMPLED_TYPES = 4096
 
 
 
@@ -66,6 +70,7 @@ class Reservation:
         "growth",
         "name",
         "peak_window",
+        "sampled",
         "solo",
         "started_at",
         "usage_at_start",
@@ -77,6 +82,7 @@ class Reservation:
         self.forced = forced
         self.started_at: Optional[float] = None
         self.solo = False
+        self.sampled = False  # a solo run the gate measures (see AdmissionGate._sample_solo)
         self.usage_at_start: Optional[int] = None
         self.peak_window: Optional[PeakWindow] = None
         self.growth = 0
@@ -127,6 +133,7 @@ class AdmissionGate:
         self._tags = dict(tags or {})
         self._records: Dict[int, Reservation] = {}
         self._costs = CostLearner(config.step_cost_tracking)
+        self._solo_runs: Dict[str, int] = {}  # per type: solo runs seen (fixed mode samples them)
         self._window = LatencyWindow()
         self._idle_usage: Optional[int] = None
         self._headroom_ticks = 0
@@ -313,15 +320,28 @@ class AdmissionGate:
                 other.solo = False  # its growth is no longer attributable to it alone
             reservation.solo = not others
             reservation.started_at = self._clock()
-        if reservation.solo and track:
+            reservation.sampled = reservation.solo and track and self._sample_solo(reservation.name)
+        if reservation.sampled:
             peaks = self.probe.peaks
             window = peaks.open() if peaks is not None else None
             usage = self._recent(_START_READING_MAX_AGE).usage_bytes
             with self._lock:
                 reservation.usage_at_start, reservation.peak_window = usage, window
 
+    def _sample_solo(self, name: Optional[str]) -> bool:
+        """Whether to measure this solo run (lock held). Where costs gate admission (adaptive mode
+        with RAM admission) every solo run is; in fixed mode the learned costs only inform status
+        pages, so after a type's first :data:`COST_SAMPLES` solo runs one in
+        :data:`FIXED_MODE_SAMPLE_EVERY` is (each measurement reads procfs three or four times)."""
+        if self.config.gated or not name:
+            return True
+        runs = self._solo_runs.get(name, 0) + 1
+        if len(self._solo_runs) < _MAX_SAMPLED_TYPES or name in self._solo_runs:
+            self._solo_runs[name] = runs
+        return runs <= COST_SAMPLES or runs % FIXED_MODE_SAMPLE_EVERY == 0
+
     def _end(self, reservation: Reservation, ok: bool) -> None:
-        learn = reservation.solo and reservation.name and self.config.step_cost_tracking
+        learn = reservation.solo and reservation.name and self.config.step_cost_tracking and reservation.sampled
         with self._lock:  # the reading that ends a solo run is also the idle baseline, if it leaves none
             alone = len(self._records) == 1 and id(reservation) in self._records
         wanted = learn or (alone and self.config.adaptive)

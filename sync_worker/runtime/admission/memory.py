@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
-from .peak import PROCESS_PEAKS, PeakTracker
+from .peak import PROCESS_PEAKS, PeakTracker, read_small_file
 
 __all__ = [
     "MemoryProbe",
@@ -60,10 +60,12 @@ class MemoryReading:
 
 
 def _read_text(path: str) -> Optional[str]:
+    data = read_small_file(path, limit=1024 * 1024)
+    if data is None:
+        return None
     try:
-        with open(path, encoding="ascii") as handle:
-            return handle.read()
-    except (OSError, ValueError):
+        return data.decode("ascii")
+    except ValueError:
         return None
 
 

@@ -20,16 +20,17 @@ report for the process afterwards: a worker's peak RSS is then "since its last s
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
-from typing import Callable, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 __all__ = ["PeakTracker", "PeakWindow", "read_rss_and_hwm"]
 
 PROC_SELF_STATUS = "/proc/self/status"
 PROC_SELF_CLEAR_REFS = "/proc/self/clear_refs"
 #: ``/proc/<pid>/clear_refs`` value that sets VmHWM back to VmRSS (Documentation/filesystems/proc.rst)
-_RESET_HWM = "5"
+_RESET_HWM = b"5"
 
 
 @dataclass(frozen=True)
@@ -41,26 +42,55 @@ class PeakWindow:
     reset: bool
 
 
-def read_rss_and_hwm(path: str = PROC_SELF_STATUS) -> Optional[Tuple[int, int]]:
-    """(VmRSS, VmHWM) in bytes from ``/proc/self/status``, or None where there is no such file."""
+def read_small_file(path: str, limit: int = 64 * 1024) -> Optional[bytes]:
+    """The bytes of a small (proc/cgroup) file, or None when it cannot be read.
+
+    ``os.open``/``os.read``: three system calls and no ``io`` objects, where ``open()`` adds a
+    stat, a seek, a tty check and a buffered reader (the gate reads on every solo task).
+    """
     try:
-        with open(path, encoding="ascii") as handle:
-            text = handle.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError):
         return None
-    rss = hwm = None
-    for line in text.splitlines():
-        if line.startswith("VmRSS:") or line.startswith("VmHWM:"):
-            parts = line.split()
-            try:
-                value = int(parts[1]) * 1024
-            except (IndexError, ValueError):
-                return None
-            if line.startswith("VmRSS:"):
-                rss = value
-            else:
-                hwm = value
+    try:
+        parts: List[bytes] = []
+        while True:
+            data = os.read(fd, limit)
+            if not data:
+                return b"".join(parts)
+            parts.append(data)
+            limit -= len(data)
+            if limit <= 0:
+                return b"".join(parts)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_rss_and_hwm(path: str = PROC_SELF_STATUS) -> Optional[Tuple[int, int]]:
+    """(VmRSS, VmHWM) in bytes from ``/proc/self/status``, or None where there is no such file."""
+    text = read_small_file(path)
+    if text is None:
+        return None
+    rss, hwm = _kib(text, b"\nVmRSS:"), _kib(text, b"\nVmHWM:")
     return (rss, hwm) if rss is not None and hwm is not None else None
+
+
+def _kib(text: bytes, label: bytes) -> Optional[int]:
+    """The ``label`` line's value (``VmRSS:   1234 kB``) in bytes; None when absent or unreadable."""
+    start = text.find(label)
+    if start < 0:
+        if not text.startswith(label[1:]):
+            return None
+        start = -1
+    start += len(label)
+    end = text.find(b"\n", start)
+    parts = text[start:end if end >= 0 else len(text)].split()
+    try:
+        return int(parts[0]) * 1024
+    except (IndexError, ValueError):
+        return None
 
 
 class PeakTracker:
@@ -90,8 +120,11 @@ class PeakTracker:
         if not self._reset_works:
             return False
         try:
-            with open(self._clear_refs, "w", encoding="ascii") as handle:
-                handle.write(_RESET_HWM)
+            fd = os.open(self._clear_refs, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                os.write(fd, _RESET_HWM)
+            finally:
+                os.close(fd)
             return True
         except OSError:  # no procfs, an old kernel, a sandbox that forbids it: windows still work
             self._reset_works = False

@@ -634,6 +634,38 @@ def test_readings_per_task_are_few_a_recent_one_is_reused() -> None:
     assert len(reads) == 3
 
 
+@pytest.mark.parametrize("option, every_run", [(4, False), ({"start": 4, "max": 4}, True)])
+def test_fixed_mode_measures_a_sample_of_solo_runs_the_memory_gate_every_one(option: Any, every_run: bool) -> None:
+    """Where learned costs gate admission (adaptive, RAM admission on) every solo run is measured;
+    in fixed mode they only inform status, so after a type's first 5 solo runs one in 16 is (each
+    measurement is three or four procfs reads on the worker's hot path)."""
+    from sync_worker.runtime.admission.gate import FIXED_MODE_SAMPLE_EVERY
+
+    machine = Machine(usage=100 * MB)
+    reads: List[int] = []
+
+    def usage() -> Optional[int]:
+        reads.append(1)
+        return machine.usage
+
+    gate = AdmissionGate(resolve_concurrency(option),
+                         probe=MemoryProbe(usage_reader=usage, limit_reader=lambda: CEILING,
+                                           peak_reader=lambda: machine.peak, peaks=machine.peaks()),
+                         clock=lambda: machine.now)
+    measured = []
+    for run in range(1, 2 * FIXED_MODE_SAMPLE_EVERY + 1):
+        before = len(reads)
+        machine.now += 1.0  # no reading is recent enough to reuse
+        machine.run_solo(gate, "t", cost=(50 if run == 2 * FIXED_MODE_SAMPLE_EVERY else 5) * MB)
+        if len(reads) - before >= 2:  # a measured run reads at its start and at its finish
+            measured.append(run)
+    if every_run:
+        assert measured == list(range(1, 2 * FIXED_MODE_SAMPLE_EVERY + 1))
+    else:
+        assert measured == [1, 2, 3, 4, 5, FIXED_MODE_SAMPLE_EVERY, 2 * FIXED_MODE_SAMPLE_EVERY]
+    assert gate.status().step_cost_bytes["t"] >= 50 * MB  # the sampled big run was learned
+
+
 class _RecordingEvent:
     """A stop event that records each wait's timeout and stops the loop after a few waits."""
 
