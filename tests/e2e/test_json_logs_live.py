@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Any, Dict, List
 
@@ -70,11 +71,19 @@ def test_devserver_prints_json_lines() -> None:
     env = dict(os.environ, SYNC_WORKER_LOG_FORMAT="json")
     process = subprocess.Popen([sys.executable, "-m", "sync_worker.cli", "devserver", "--port", "0"], cwd=REPO, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    watchdog = threading.Timer(60.0, process.kill)  # a server that never says it listens fails, not hangs
+    watchdog.start()
     try:
-        time.sleep(2.0)
+        head = []
+        assert process.stdout is not None
+        for line in process.stdout:  # SIGTERM only once it listens (a loaded machine starts it slowly)
+            head.append(line)
+            if "listening on http" in line:
+                break
         process.send_signal(signal.SIGTERM)
-        out = process.communicate(timeout=30)[0]
+        out = "".join(head) + process.communicate(timeout=30)[0]
     finally:
+        watchdog.cancel()
         if process.poll() is None:
             process.kill()
             process.communicate()
