@@ -43,12 +43,27 @@ from stage import stage  # noqa: E402
 
 
 def run_pytest(staged: Path, python: str, junit: Path, extra: List[str], env: Optional[Dict[str, str]] = None,
-               plugins: Tuple[str, ...] = ()) -> int:
+               plugins: Tuple[str, ...] = (), processes: int = 0) -> int:
     # every test gets a limit (Celery's own unmarked tests have none; one of them hangs on real Celery too)
     argv = [python, "-m", "pytest", *TEST_FILES, "-p", "no:cacheprovider", "-q", "-rfE", "--timeout=300",
-            "--rootdir", str(staged),
+            "--rootdir", str(staged), "--durations=15",
             "-o", "junit_family=xunit2", f"--junitxml={junit}", *[a for p in plugins for a in ("-p", p)], *extra]
+    if processes > 1:
+        argv[3:3] = ["-n", str(processes), "--dist", "load"]
     return subprocess.call(argv, cwd=str(staged), env=env)
+
+
+def processes() -> int:
+    """Test processes (``SW_CELERY_SUITE_PROCESSES``, default 3): each has its own dev server, worker and Redis
+    (suite_conftest.py), so the suite's waits overlap; 1 runs without pytest-xdist."""
+    wanted = int(os.environ.get("SW_CELERY_SUITE_PROCESSES", "3"))
+    if wanted > 1:
+        try:
+            import xdist  # noqa: F401
+        except ImportError:
+            print("pytest-xdist is not installed (the dev extra has it): running in one process")
+            return 1
+    return wanted
 
 
 def outcomes(junit: Path) -> Dict[str, Tuple[str, str]]:
@@ -132,7 +147,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(staged), env.get("PYTHONPATH")]))
     env.setdefault("SW_CELERY_SUITE_LOGS", str(work / "logs"))
-    code = run_pytest(staged, sys.executable, junit, extra, env=env)
+    listed = work / "listed.txt"
+    listed.write_text("\n".join(sorted(documented_failures())) + "\n")
+    env.setdefault("SW_CELERY_SUITE_LISTED", str(listed))
+    code = run_pytest(staged, sys.executable, junit, extra, env=env, processes=processes())
     if not junit.exists():
         return code or 1
     return report(outcomes(junit), strict=not extra)

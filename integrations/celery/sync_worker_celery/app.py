@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Type
 
 from sync_worker.host import ClientOptions, OptionsError
 
+from . import app_trace as trace  # noqa: F401 - Celery's celery.app.trace (its log lines)
 from . import notices, signals
 from .config import CLIENT_SETTINGS, Settings
 from .exceptions import ImproperlyConfigured, NotRegistered, UnsupportedFeature
@@ -45,7 +46,7 @@ TASK_OPTIONS = {
     "name", "bind", "base", "typing", "max_retries", "default_retry_delay", "autoretry_for", "dont_autoretry_for",
     "retry_kwargs", "retry_backoff", "retry_backoff_max", "retry_jitter", "time_limit", "soft_time_limit",
     "queue", "ignore_result", "acks_late", "rate_limit", "expires", "shared", "lazy", "filter", "pydantic",
-    "pydantic_strict", "pydantic_context", "pydantic_dump_kwargs",
+    "track_started", "pydantic_strict", "pydantic_context", "pydantic_dump_kwargs",
     *IGNORED_TASK_OPTIONS,
 }
 

@@ -91,7 +91,8 @@ def compile_plan(app: Celery, sig: Signature, root_id: str, counter: Optional[Li
         "countdown": options.get("countdown"),
         "eta": eta.astimezone(timezone.utc).isoformat() if isinstance(eta, datetime) else eta,
         "options": activity_options(app, task, options),
-        "meta": {k: options[k] for k in ("time_limit", "soft_time_limit", "headers") if options.get(k)},
+        "meta": {k: options[k] for k in ("time_limit", "soft_time_limit", "headers", "argsrepr", "kwargsrepr",
+                                         "replaced_task_nesting") if options.get(k)},
         "link": [compile_plan(app, maybe_signature(s, app=app), root_id, counter) for s in options.get("link") or []],
         "link_error": [errbacks.mark(app, compile_plan(app, maybe_signature(s, app=app), root_id, counter))
                        for s in options.get("link_error") or []],

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-from . import errbacks, ratelimit, signals, states
+from . import app_trace, errbacks, ratelimit, signals, states
 from .einfo import ExceptionInfo
 from .exceptions import Ignore, Reject, Replaced, Retry, TaskRevokedError
 from .request import Context
@@ -247,6 +248,17 @@ def _mark_final(exc: BaseException) -> BaseException:
         return NonRetryableError(f"{type(exc).__name__}: {exc}", cause=exc)
 
 
+def _log_outcome(task: Task, request: Context, outcome: Outcome, runtime: float) -> None:
+    """Celery's trace log line for the outcome (``celery.app.trace``)."""
+    if outcome.state == states.SUCCESS and not isinstance(outcome.retval, Replaced):
+        app_trace.log_success(request, outcome.retval, runtime)
+    elif outcome.state == states.RETRY:
+        app_trace.log_retry(request, outcome.retry.exc if outcome.retry is not None else None)
+    elif outcome.state == states.FAILURE and outcome.exception is not None:
+        expected = isinstance(outcome.exception, tuple(getattr(task, "throws", ()) or ()))
+        app_trace.log_failure(request, outcome.exception, expected)
+
+
 def activity_for(task: Task) -> Callable[..., Any]:
     """The activity function that runs ``task`` in a ``sync_worker`` worker (type = the task name)."""
     from sync_worker import activity
@@ -272,19 +284,26 @@ def activity_for(task: Task) -> Callable[..., Any]:
             headers=dict(meta.get("headers") or {}),
             delivery_info={"exchange": "", "routing_key": info.task_queue, "priority": None,
                            "redelivered": retries > 0})
+        request.properties = {"correlation_id": task_id, "reply_to": None, "delivery_info": request.delivery_info,
+                              **dict(meta.get("properties") or {})}
         request._publish_state = ctx.heartbeat_sync  # type: ignore[attr-defined]
+        request.argsrepr, request.kwargsrepr = meta.get("argsrepr"), meta.get("kwargsrepr")  # type: ignore[attr-defined]
+        request.replaced_task_nesting = int(meta.get("replaced_task_nesting") or 0)  # type: ignore[attr-defined]
+        app_trace.log_received(request)
         signals.task_received.send(sender=None, request=request)
         if not app.conf.worker_disable_rate_limits:
             ratelimit.acquire(str(task.name), task.rate_limit or app.conf.task_default_rate_limit)
         standalone = None if meta.get("id") else info.workflow_id
         interval = float(app.conf.durable_workflow_heartbeat_interval or 0)
+        began = time.monotonic()
         with _Watch(ctx, app, standalone, interval) as watch:
             outcome = trace(task, tuple(args), dict(kwargs), request, (hard, soft))
+        _log_outcome(task, request, outcome, time.monotonic() - began)
         if isinstance(outcome.retval, Replaced):
             from .replace import replacement_marker
 
             return replacement_marker(app, outcome.retval.sig, task_id, in_canvas=standalone is None,
-                                      queue=info.task_queue)
+                                      queue=info.task_queue, nesting=request.replaced_task_nesting + 1)
         if outcome.state in (states.SUCCESS, states.IGNORED):
             return outcome.retval
         if outcome.state == states.RETRY:

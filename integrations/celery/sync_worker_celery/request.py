@@ -15,7 +15,10 @@ class Context:
     ``delivery_info`` (``{"exchange": "", "routing_key": queue, "priority": None,
     "redelivered": bool}``), ``hostname`` (the worker id), ``root_id``, ``parent_id``,
     ``group``, ``eta``, ``expires``, ``timelimit`` (``(hard, soft)``), ``headers`` (custom
-    headers set at publish time; each is also an attribute, as in Celery), ``origin``.
+    headers set at publish time; each is also an attribute, as in Celery), ``origin``,
+    ``properties`` (message properties: ``correlation_id``, ``reply_to``, ``delivery_info`` and
+    publish options the facade does not know, e.g. ``app_id=``), ``argsrepr``/``kwargsrepr``,
+    ``replaced_task_nesting``.
     """
 
     id: Optional[str] = None
@@ -44,6 +47,10 @@ class Context:
     correlation_id: Optional[str] = None
     ignore_result: bool = False
     properties: Optional[Dict[str, Any]] = None
+    argsrepr: Optional[str] = None
+    kwargsrepr: Optional[str] = None
+    #: how many ``Task.replace`` calls deep this call runs (0 unless it replaced a task)
+    replaced_task_nesting: int = 0
 
     def __init__(self, **fields: Any) -> None:
         headers = fields.pop("headers", None) or {}

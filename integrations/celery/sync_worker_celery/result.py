@@ -5,9 +5,11 @@ a canvas workflow (a chain/group/chord, or a task started with ``countdown``/``e
 ``AsyncResult`` looks the id up as an activity first, then as a workflow. Unknown ids are
 ``PENDING``, as in Celery.
 
-State mapping (activity status → Celery state): scheduled → PENDING, running → STARTED (or the
-custom state published with ``update_state``), retrying → RETRY, completed → SUCCESS,
-failed → FAILURE, cancelled (revoked) or expired before it started → REVOKED.
+State mapping (activity status → Celery state): scheduled → PENDING, running → STARTED when the
+task tracks it (``track_started`` / ``task_track_started``, as in Celery; else PENDING) or the
+custom state published with ``update_state``, retrying (a retry's delay) → RETRY, completed →
+SUCCESS, failed → FAILURE, cancelled (revoked) or expired before it started → REVOKED. A canvas run
+that has not finished is STARTED with ``task_track_started``, else PENDING.
 """
 
 from __future__ import annotations
@@ -156,7 +158,15 @@ class AsyncResult(ResultBase):
         details = described.get("heartbeat_details")
         if status == states.STARTED and isinstance(details, dict) and details.get("celery_state"):
             return {"status": str(details["celery_state"]), "result": details.get("meta"), "traceback": None}
+        if status == states.STARTED and not self._tracks_started(described.get("activity_type")):
+            status = states.PENDING
         return {"status": status, "result": None, "traceback": None}
+
+    def _tracks_started(self, task_name: Any) -> bool:
+        """Celery stores STARTED only for a task with ``track_started`` (or ``task_track_started``)."""
+        task = self.app.tasks.get(str(task_name)) if task_name else None
+        tracked = getattr(task, "track_started", False) if task is not None else False
+        return bool(tracked or self.app.conf.get("task_track_started"))
 
     def _workflow_meta(self, client: Any) -> Dict[str, Any]:
         from sync_worker.errors import NotFound
@@ -179,6 +189,8 @@ class AsyncResult(ResultBase):
             return self._failure_meta(merged)
         if status == states.REVOKED:
             return {"status": status, "result": TaskRevokedError("revoked"), "traceback": None}
+        if status == states.STARTED and not self._tracks_started(None):
+            status = states.PENDING
         return {"status": status, "result": None, "traceback": None}
 
     def _member_meta(self, client: Any, root_id: str) -> Dict[str, Any]:

@@ -141,3 +141,17 @@ def replaced_by_canvas(self, x, fail=False):
 
     last = explode.si("replaced boom") if fail else tsum.s()
     return self.replace(chain(group(add.s(x, 1), add.s(x, 2)), last))
+
+
+@app.task(bind=True)
+def request_view(self):
+    """What the task sees of its call: message properties and replacement nesting."""
+    return {"properties": self.request.properties, "replaced_task_nesting": self.request.replaced_task_nesting}
+
+
+@app.task(bind=True)
+def nested_replace(self, depth):
+    """Replaces itself ``depth`` times; the last one returns how deep it runs."""
+    if depth:
+        raise self.replace(nested_replace.si(depth - 1))
+    return self.request.replaced_task_nesting

@@ -1,0 +1,54 @@
+"""What a task sees of its call and what the worker logs, as in Celery: ``request.properties``
+(publish options such as ``app_id=``), ``request.replaced_task_nesting`` through replacements
+(plain and in a chain), ``track_started``, and Celery's trace log lines (``celery.worker.strategy``
+received, ``celery.app.trace`` succeeded / failed) with their ``data``."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from sync_worker_celery import chain
+from sync_worker_celery.app import trace
+
+pytestmark = pytest.mark.usefixtures("sample_worker")
+
+
+def test_publish_options_reach_the_task_as_message_properties() -> None:
+    from proj.tasks import request_view
+
+    view = request_view.apply_async(app_id="1234").get(timeout=30)
+    assert view["properties"]["app_id"] == "1234"
+    assert view["properties"]["correlation_id"]
+    assert view["replaced_task_nesting"] == 0
+
+
+def test_replaced_task_nesting_counts_replacements() -> None:
+    from proj.tasks import add, nested_replace
+
+    assert nested_replace.delay(0).get(timeout=30) == 0
+    assert nested_replace.delay(2).get(timeout=60) == 2
+    assert chain(add.si(1, 1), nested_replace.si(1)).apply_async().get(timeout=60) == 1
+
+
+def test_celery_trace_log_lines_with_their_data(caplog: pytest.LogCaptureFixture) -> None:
+    from proj.tasks import add, explode
+
+    caplog.set_level(logging.INFO, logger="celery")
+    ok = add.apply_async((2, 2), argsrepr="(two, two)")
+    assert ok.get(timeout=30) == 4
+    bad = explode.delay("trace me")
+    with pytest.raises(ValueError):
+        bad.get(timeout=30)
+
+    def lines(task_id: str) -> list:
+        return [(r.name, r.levelno, r.msg, r.data["args"]) for r in caplog.records
+                if r.name in ("celery.worker.strategy", "celery.app.trace") and r.data["id"] == task_id]
+
+    assert lines(ok.id) == [("celery.worker.strategy", logging.INFO, trace.LOG_RECEIVED, "(two, two)"),
+                            ("celery.app.trace", logging.INFO, trace.LOG_SUCCESS, "(two, two)")]
+    assert [line[:3] for line in lines(bad.id)] == [("celery.worker.strategy", logging.INFO, trace.LOG_RECEIVED),
+                                                    ("celery.app.trace", logging.ERROR, trace.LOG_FAILURE)]
+    success = next(r for r in caplog.records if r.name == "celery.app.trace" and r.data["id"] == ok.id)
+    message = success.getMessage()
+    assert message.startswith(f"Task proj.tasks.add[{ok.id}] succeeded in ") and message.endswith(": 4")
