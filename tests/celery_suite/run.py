@@ -49,7 +49,7 @@ def run_pytest(staged: Path, python: str, junit: Path, extra: List[str], env: Op
             "--rootdir", str(staged), "--durations=15",
             "-o", "junit_family=xunit2", f"--junitxml={junit}", *[a for p in plugins for a in ("-p", p)], *extra]
     if processes > 1:
-        argv[3:3] = ["-n", str(processes), "--dist", "load"]
+        argv[3:3] = ["-n", str(processes), "--dist", "worksteal"]  # an idle process takes tests from a busy one
     return subprocess.call(argv, cwd=str(staged), env=env)
 
 

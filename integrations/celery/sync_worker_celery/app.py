@@ -83,7 +83,8 @@ class TaskRegistry(dict):  # type: ignore[type-arg]
 
 
 class Control:
-    """``app.control``: revoke (the rest of Celery's remote control is refused)."""
+    """``app.control``: revoke, terminate; ``ping`` and ``inspect().ping()/registered()`` from the
+    server's worker list (the rest of Celery's remote control is refused)."""
 
     def __init__(self, app: Celery) -> None:
         self.app = app
@@ -106,6 +107,17 @@ class Control:
 
     def terminate(self, task_id: Any, signal: Any = None, **kwargs: Any) -> None:
         self.revoke(task_id, terminate=True, signal=signal)
+
+    def inspect(self, destination: Any = None, timeout: float = 1.0, **kwargs: Any) -> Any:
+        """``ping()`` and ``registered()`` from the server's worker list (``sync_worker_celery.inspect``)."""
+        from .inspect import Inspect
+
+        return Inspect(self.app, destination, timeout, **kwargs)
+
+    def ping(self, destination: Any = None, timeout: float = 1.0, **kwargs: Any) -> List[Dict[str, Any]]:
+        from .inspect import ping
+
+        return ping(self.app, destination)
 
     def __getattr__(self, name: str) -> Any:
         raise UnsupportedFeature(f"app.control.{name} is not supported (there is no broadcast channel to workers); "

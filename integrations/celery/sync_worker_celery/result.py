@@ -174,8 +174,9 @@ class AsyncResult(ResultBase):
         try:
             execution = client.describe_workflow(self.id)
         except NotFound:
-            if "~" in self.id:
-                return self._member_meta(client, self.id.partition("~")[0])
+            canvas_run = getattr(self, "canvas_run", None)  # set on a canvas step (result_graph)
+            if canvas_run or "~" in self.id:
+                return self._member_meta(client, canvas_run or self.id.partition("~")[0])
             return {"status": states.PENDING, "result": None, "traceback": None}
         status = _RUN_STATES.get(str(execution.status), states.STARTED)
         if status == states.SUCCESS:
@@ -201,7 +202,7 @@ class AsyncResult(ResultBase):
         try:
             members = client.query_workflow(root_id, MEMBERS_QUERY).get("result")
         except Exception:
-            members = None
+            members = None  # e.g. a failed run: it is not replayed to answer a query
         entry = members.get(self.id) if isinstance(members, dict) else None
         if isinstance(entry, dict):
             state = str(entry.get("state") or states.PENDING)

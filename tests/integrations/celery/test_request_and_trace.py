@@ -1,7 +1,8 @@
 """What a task sees of its call and what the worker logs, as in Celery: ``request.properties``
 (publish options such as ``app_id=``), ``request.replaced_task_nesting`` through replacements
 (plain and in a chain), ``track_started``, and Celery's trace log lines (``celery.worker.strategy``
-received, ``celery.app.trace`` succeeded / failed) with their ``data``."""
+received, ``celery.app.trace`` succeeded / failed) with their ``data``; ``control.ping()`` and
+``inspect().ping()`` from the server's worker list."""
 
 from __future__ import annotations
 
@@ -52,3 +53,16 @@ def test_celery_trace_log_lines_with_their_data(caplog: pytest.LogCaptureFixture
     success = next(r for r in caplog.records if r.name == "celery.app.trace" and r.data["id"] == ok.id)
     message = success.getMessage()
     assert message.startswith(f"Task proj.tasks.add[{ok.id}] succeeded in ") and message.endswith(": 4")
+
+
+def test_ping_and_registered_from_the_servers_worker_list(sample_app) -> None:
+    from sync_worker_celery.exceptions import UnsupportedFeature
+
+    replies = sample_app.control.inspect().ping()
+    assert replies and all(reply == {"ok": "pong"} for reply in replies.values())
+    assert sample_app.control.ping() == [{name: {"ok": "pong"}} for name in replies]
+    assert sample_app.control.inspect(destination=["nobody"]).ping() is None
+    registered = sample_app.control.inspect().registered()
+    assert any("proj.tasks.add" in names for names in registered.values())
+    with pytest.raises(UnsupportedFeature, match=r"inspect\(\)\.active\(\)"):
+        sample_app.control.inspect().active()

@@ -155,3 +155,9 @@ def nested_replace(self, depth):
     if depth:
         raise self.replace(nested_replace.si(depth - 1))
     return self.request.replaced_task_nesting
+
+
+@app.task(bind=True)
+def request_ids(self, label):
+    """``[root_id, parent_id, label]`` of the call (canvas ids, as Celery's integration suite checks them)."""
+    return [self.request.root_id, self.request.parent_id, label]
