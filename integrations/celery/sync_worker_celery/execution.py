@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 from . import app_trace, errbacks, ratelimit, signals, states
 from .einfo import ExceptionInfo
 from .exceptions import Ignore, Reject, Replaced, Retry, TaskRevokedError
-from .request import Context
+from .request import Context, current_requests
 from .timelimits import TimeLimits, interrupt_current
 from .wire import decode_call, exponential_backoff
 
@@ -70,10 +70,14 @@ def trace(task: Task, args: Tuple[Any, ...], kwargs: Dict[str, Any], request: Co
     task.push_request(**{k: v for k, v in vars(request).items() if k != "headers"},
                       headers=request.headers)
     live = task.request
+    current_requests.push(live)
     signals.task_prerun.send(sender=task, task_id=task_id, task=task, args=args, kwargs=kwargs)
     outcome: Outcome
     try:
         try:
+            hard, soft = limits
+            if hard and soft and float(soft) > float(hard):  # as Celery's worker refuses the call
+                raise ValueError("soft_time_limit must be less than or equal to time_limit")
             task.before_start(task_id, args, kwargs)
             with TimeLimits(limits[0], limits[1]):
                 retval = task(*args, **kwargs)
@@ -108,6 +112,7 @@ def trace(task: Task, args: Tuple[Any, ...], kwargs: Dict[str, Any], request: Co
         signals.task_postrun.send(sender=task, task_id=task_id, task=task, args=args, kwargs=kwargs,
                                   retval=outcome.retval if "outcome" in locals() else None,
                                   state=outcome.state if "outcome" in locals() else states.FAILURE)
+        current_requests.pop()
         task.pop_request()
     return outcome
 
@@ -147,6 +152,10 @@ def apply_eagerly(task: Task, args: Tuple[Any, ...], kwargs: Dict[str, Any], *, 
     task_id = task_id or uuid()
     app = task.app
     propagate = app.conf.task_eager_propagates if throw is None else throw
+    options = dict(options)
+    caller = current_requests.top  # applied from inside a running task: its child, as in Celery
+    if caller is not None and caller.id and not options.get("parent_id"):
+        options.update(parent_id=caller.id, root_id=options.get("root_id") or caller.root_id or caller.id)
     while True:
         request = Context(id=task_id, task=task.name, args=list(args), kwargs=dict(kwargs), retries=retries,
                           is_eager=True, called_directly=False, root_id=options.get("root_id") or task_id,

@@ -156,6 +156,11 @@ def send_task(app: Celery, name: str, args: Sequence[Any] = (), kwargs: Optional
     args = tuple(args or ())
     if task is None:
         task = app.tasks.get(name)
+    from .request import current_requests
+
+    caller = current_requests.top  # published from inside a running task: its child, as in Celery
+    if caller is not None and caller.id and not options.get("parent_id"):
+        options = dict(options, parent_id=caller.id, root_id=options.get("root_id") or caller.root_id or caller.id)
     extra_properties = _check_options(options)
     task_id = task_id or uuid()
     queue = resolve_queue(app, name, args, kwargs, options, task)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, List, Optional
 
-__all__ = ["Context", "RequestStack"]
+__all__ = ["Context", "RequestStack", "current_requests"]
 
 
 class Context:
@@ -98,3 +98,8 @@ class RequestStack:
     def top(self) -> Optional[Context]:
         stack = self._stack()
         return stack[-1] if stack else None
+
+
+#: The calls running in this thread (greenlet), innermost last, whatever their task: a task called
+#: or published from inside another gets ``parent_id`` = that call's id and its ``root_id``, as in Celery.
+current_requests = RequestStack()

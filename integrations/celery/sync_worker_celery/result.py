@@ -14,6 +14,7 @@ that has not finished is STARTED with ``task_track_started``, else PENDING.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
 import time
@@ -46,15 +47,30 @@ def rebuild_exception(exc_type: Optional[str], exc_class: Optional[str], message
             for part in qualname.split("."):
                 value = getattr(value, part)
             if isinstance(value, type) and issubclass(value, BaseException):
+                args = message_args(value, message)
                 try:
-                    error = value(message)
+                    error = value(*args)
                 except Exception:
                     error = value.__new__(value)
-                    error.args = (message,)
+                    error.args = args
                 return error
         except Exception:
             pass
     return RemoteTaskError(exc_type or "Exception", message, traceback, exc_class)
+
+
+def message_args(cls: type, message: str) -> Tuple[Any, ...]:
+    """The exception's arguments from its message: ``str(exc)`` of an exception raised with several
+    arguments is ``str(exc.args)`` (``BaseException.__str__``), so such a message is read back as
+    those arguments when it is a tuple of literals; any other message is the one argument."""
+    if getattr(cls, "__str__", None) is BaseException.__str__ and message.startswith("(") and message.endswith(")"):
+        try:
+            value = ast.literal_eval(message)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return (message,)
+        if isinstance(value, tuple) and len(value) > 1:
+            return value
+    return (message,)
 
 
 @contextlib.contextmanager

@@ -66,3 +66,28 @@ def test_ping_and_registered_from_the_servers_worker_list(sample_app) -> None:
     assert any("proj.tasks.add" in names for names in registered.values())
     with pytest.raises(UnsupportedFeature, match=r"inspect\(\)\.active\(\)"):
         sample_app.control.inspect().active()
+
+
+def test_an_exception_raised_with_several_arguments_comes_back_with_them() -> None:
+    from proj.tasks import TwoArgError, explode_with_two
+
+    with pytest.raises(TwoArgError) as raised:
+        explode_with_two.delay("first", 2).get(timeout=30)
+    assert raised.value.args == ("first", 2)
+
+
+def test_a_soft_limit_above_the_hard_limit_fails_the_task() -> None:
+    from proj.tasks import add
+
+    with pytest.raises(ValueError, match="soft_time_limit must be less than or equal to time_limit"):
+        add.apply_async((1, 2), soft_time_limit=5, time_limit=2).get(timeout=30)
+
+
+def test_children_called_from_a_task_get_its_ids(sample_app) -> None:
+    from proj.tasks import call_children
+
+    result = call_children.delay()
+    seen = result.get(timeout=30)
+    assert seen["applied"] == [result.id, result.id, "applied"]     # root_id, parent_id, label
+    published = sample_app.AsyncResult(seen["published"]).get(timeout=30)
+    assert published == [result.id, result.id, "published"]

@@ -161,3 +161,18 @@ def nested_replace(self, depth):
 def request_ids(self, label):
     """``[root_id, parent_id, label]`` of the call (canvas ids, as Celery's integration suite checks them)."""
     return [self.request.root_id, self.request.parent_id, label]
+
+
+class TwoArgError(Exception):
+    """An error raised with two arguments."""
+
+
+@app.task
+def explode_with_two(first, second):
+    raise TwoArgError(first, second)
+
+
+@app.task(bind=True)
+def call_children(self):
+    """A child applied eagerly and one published from inside this task (their ids say whose they are)."""
+    return {"applied": request_ids.apply(("applied",)).get(), "published": request_ids.delay("published").id}
