@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -50,7 +51,16 @@ def run_pytest(staged: Path, python: str, junit: Path, extra: List[str], env: Op
             "-o", "junit_family=xunit2", f"--junitxml={junit}", *[a for p in plugins for a in ("-p", p)], *extra]
     if processes > 1:
         argv[3:3] = ["-n", str(processes), "--dist", "worksteal"]  # an idle process takes tests from a busy one
-    return subprocess.call(argv, cwd=str(staged), env=env)
+    proc = subprocess.Popen(argv, cwd=str(staged), env=env)
+
+    def stop(signum: int, frame: object) -> None:  # e.g. the leg's timeout: pytest (and its services) stop too
+        proc.terminate()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        return proc.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def processes() -> int:

@@ -89,6 +89,14 @@ def check_for_logs(caplog, message: str, max_wait: float = 1.0, interval: float 
     return False
 
 
+def _die_with_parent():
+    """A service ends with the test process that started it, even when that one is killed (Linux)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def _free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -117,7 +125,7 @@ class _Services:
     def spawn(self, name, argv, env=None):
         log = open(self.dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(argv, cwd=str(ROOT), env=env or os.environ.copy(), stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
         self.procs.append((name, proc, log))
         return proc
 
@@ -238,6 +246,32 @@ def pytest_collection_modifyitems(session, config, items):
             # prepended: the closest marker wins over the test's own @flaky (timeout 300, reruns)
             item.add_marker(pytest.mark.timeout(timeout=limit), append=False)
             item.add_marker(pytest.mark.flaky(reruns=0), append=False)
+            item.listed_limit = limit
+
+
+class _SubtestsWithDeadline:
+    """``subtests`` for a listed test: past its limit, the next ``subtests.test()`` fails the test.
+    (pytest-timeout's failure raised inside a subtest only fails that subtest; the test goes on.)"""
+
+    def __init__(self, inner, deadline):
+        self._inner = inner
+        self._deadline = deadline
+
+    def test(self, *args, **kwargs):
+        if time.monotonic() > self._deadline:
+            pytest.fail("Timeout: over the limit of a test listed in docs/celery.md as not passing")
+        return self._inner.test(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+@pytest.fixture
+def subtests(subtests, request):
+    limit = getattr(request.node, "listed_limit", None)
+    if limit is None:
+        return subtests
+    return _SubtestsWithDeadline(subtests, time.monotonic() + limit)
 
 
 def pytest_unconfigure(config):
