@@ -44,6 +44,8 @@ CANVAS_WORKFLOW = "sync_worker_celery.canvas"
 #: Member-id prefix of a plan compiled before its run exists (beat schedules): the run's id goes there.
 ROOT_PLACEHOLDER = "{root}"
 MEMBERS_QUERY = "celery.members"
+#: Memo key of a run that is one task with its countdown/eta/callbacks (``AsyncResult`` reads the task).
+ONE_TASK_MEMO = "celery_one_task"
 
 
 def compile_plan(app: Celery, sig: Signature, root_id: str, counter: Optional[List[int]] = None,
@@ -144,7 +146,9 @@ def start_canvas(app: Celery, sig: Signature, root_id: str, queue: str) -> Any:
     plan = compile_plan(app, sig, root_id)
     if plan["kind"] == "chain" and _first_task(plan).get("id"):
         plan["celery_root"] = _first_task(plan)["id"]  # a chain's root_id is its first task's, as in Celery
-    app.client.start_workflow(CANVAS_WORKFLOW, plan, root_id, task_queue=queue, workflow_id=root_id)
+    # a one-task run (countdown/eta/link): its task's outcome is readable before its callbacks finish
+    memo = {ONE_TASK_MEMO: True} if plan["kind"] == "task" else None
+    app.client.start_workflow(CANVAS_WORKFLOW, plan, root_id, task_queue=queue, workflow_id=root_id, memo=memo)
     if plan["kind"] == "group":
         members = [AsyncResult(m.get("id") or f"{root_id}~?", app=app) for m in plan["tasks"]]
         return GroupResult(root_id, members, app=app)
@@ -269,7 +273,9 @@ class CanvasWorkflow:
             result = yield self._activity(ctx, node, root, parent, has_parent, parent_id)
             result = yield from self._resolve(ctx, node, root, result)
         except Exception as error:
-            self.members[node["id"]] = {"state": "FAILURE", "name": node["name"], "error": str(error)}
+            self.members[node["id"]] = {"state": "FAILURE", "name": node["name"], "error": str(error),
+                                        "type": getattr(error, "exception_type", None),
+                                        "class": getattr(error, "exception_class", None)}
             yield from self._errbacks(ctx, node.get("link_error") or [], root, node, error)
             raise
         self.members[node["id"]] = {"state": "SUCCESS", "name": node["name"], "result": result}

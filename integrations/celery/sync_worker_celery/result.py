@@ -21,6 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
 from . import states
+from .canvas_workflow import ONE_TASK_MEMO
 from .exceptions import RemoteTaskError, TaskRevokedError, TimeoutError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -195,6 +196,11 @@ class AsyncResult(ResultBase):
                 return self._member_meta(client, canvas_run or self.id.partition("~")[0])
             return {"status": states.PENDING, "result": None, "traceback": None}
         status = _RUN_STATES.get(str(execution.status), states.STARTED)
+        if status not in states.READY_STATES and (execution.memo or {}).get(ONE_TASK_MEMO):
+            # as in Celery, the task's result is ready when it is, not when its callbacks are
+            task_meta = self._one_task_meta(client)
+            if task_meta is not None:
+                return task_meta
         if status == states.SUCCESS:
             return {"status": status, "result": execution.output, "traceback": None}
         if status == states.FAILURE:
@@ -209,6 +215,24 @@ class AsyncResult(ResultBase):
         if status == states.STARTED and not self._tracks_started(None):
             status = states.PENDING
         return {"status": status, "result": None, "traceback": None}
+
+    def _one_task_meta(self, client: Any) -> Optional[Dict[str, Any]]:
+        """The outcome of a one-task run's task while its callbacks still run (None until it has one)."""
+        from .canvas_workflow import MEMBERS_QUERY
+
+        try:
+            members = client.query_workflow(self.id, MEMBERS_QUERY).get("result")
+        except Exception:
+            return None
+        entry = members.get(self.id) if isinstance(members, dict) else None
+        if not isinstance(entry, dict):
+            return None
+        if entry.get("state") == states.SUCCESS:
+            return {"status": states.SUCCESS, "result": entry.get("result"), "traceback": None}
+        if entry.get("state") == states.FAILURE:
+            return self._failure_meta({"message": entry.get("error"), "type": entry.get("type"),
+                                       "class": entry.get("class")})
+        return None
 
     def _member_meta(self, client: Any, root_id: str) -> Dict[str, Any]:
         """A canvas member (``<root>~<n>``): its state as the canvas run records it (a query)."""

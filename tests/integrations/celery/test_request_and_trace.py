@@ -9,8 +9,10 @@ from __future__ import annotations
 import logging
 
 import pytest
-from sync_worker_celery import chain
+from sync_worker_celery import chain, states
 from sync_worker_celery.app import trace
+
+from ._support import wait_for
 
 pytestmark = pytest.mark.usefixtures("sample_worker")
 
@@ -91,3 +93,17 @@ def test_children_called_from_a_task_get_its_ids(sample_app) -> None:
     assert seen["applied"] == [result.id, result.id, "applied"]     # root_id, parent_id, label
     published = sample_app.AsyncResult(seen["published"]).get(timeout=30)
     assert published == [result.id, result.id, "published"]
+
+
+def test_a_task_with_callbacks_is_ready_before_its_callbacks_finish(sample_app) -> None:
+    """Celery stores a task's result when it ends; its link / link_error callbacks are other messages."""
+    from proj.tasks import add, explode, sleepy
+
+    ok = add.apply_async((1, 2), link=sleepy.si(6))
+    assert ok.get(timeout=4) == 3 and ok.state == states.SUCCESS
+    bad = explode.apply_async(("with errback",), link_error=sleepy.si(6))
+    with pytest.raises(ValueError, match="with errback"):
+        bad.get(timeout=4)
+    running = ("running", "waiting")
+    assert sample_app.client.describe_workflow(bad.id).status in running   # the errback still runs, durably
+    wait_for(lambda: sample_app.client.describe_workflow(bad.id).status not in running, timeout=30)
