@@ -46,7 +46,7 @@ from stage import stage  # noqa: E402
 def run_pytest(staged: Path, python: str, junit: Path, extra: List[str], env: Optional[Dict[str, str]] = None,
                plugins: Tuple[str, ...] = (), processes: int = 0) -> int:
     # every test gets a limit (Celery's own unmarked tests have none; one of them hangs on real Celery too)
-    argv = [python, "-m", "pytest", *TEST_FILES, "-p", "no:cacheprovider", "-q", "-rfE", "--timeout=300",
+    argv = [python, "-m", "pytest", *TEST_FILES, "-p", "no:cacheprovider", "-q", "-rfE", "--show-capture=no", "--timeout=300",
             "--rootdir", str(staged), "--durations=15",
             "-o", "junit_family=xunit2", f"--junitxml={junit}", *[a for p in plugins for a in ("-p", p)], *extra]
     if processes > 1:
@@ -157,8 +157,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(staged), env.get("PYTHONPATH")]))
     env.setdefault("SW_CELERY_SUITE_LOGS", str(work / "logs"))
-    listed = work / "listed.txt"
-    listed.write_text("\n".join(sorted(documented_failures())) + "\n")
+    listed = work / "listed.txt"  # the tests given a tight limit: not those listed as only too slow here
+    listed.write_text("\n".join(sorted(k for k, why in documented_failures().items()
+                                        if not why.startswith("**too slow here**"))) + "\n")
     env.setdefault("SW_CELERY_SUITE_LISTED", str(listed))
     code = run_pytest(staged, sys.executable, junit, extra, env=env, processes=processes())
     if not junit.exists():

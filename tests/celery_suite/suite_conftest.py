@@ -356,6 +356,20 @@ def manager(app, celery_session_worker):
         logger.warning("Failed to stop Celery test manager cleanly: %s", e)
 
 
+#: Settings some of Celery's tests change on the session app and leave changed for the tests that
+#: follow them in Celery's file order; with the tests spread over processes that order is gone, so
+#: each test starts from the session's values.
+_TEST_LOCAL_SETTINGS = ("task_allow_error_cb_on_chord_header", "task_always_eager")
+
+
+@pytest.fixture(autouse=True)
+def _session_settings(celery_session_app):
+    saved = {key: celery_session_app.conf.get(key) for key in _TEST_LOCAL_SETTINGS}
+    yield
+    for key, value in saved.items():
+        celery_session_app.conf[key] = value
+
+
 @pytest.fixture(autouse=True)
 def ZZZZ_set_app_current(app):
     app.set_current()
