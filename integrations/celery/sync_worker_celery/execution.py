@@ -296,8 +296,8 @@ def activity_for(task: Task) -> Callable[..., Any]:
         request.properties = {"correlation_id": task_id, "reply_to": None, "delivery_info": request.delivery_info,
                               **dict(meta.get("properties") or {})}
         request._publish_state = ctx.heartbeat_sync  # type: ignore[attr-defined]
-        request.argsrepr, request.kwargsrepr = meta.get("argsrepr"), meta.get("kwargsrepr")  # type: ignore[attr-defined]
-        request.replaced_task_nesting = int(meta.get("replaced_task_nesting") or 0)  # type: ignore[attr-defined]
+        request.argsrepr, request.kwargsrepr = meta.get("argsrepr"), meta.get("kwargsrepr")
+        request.replaced_task_nesting = int(meta.get("replaced_task_nesting") or 0)
         app_trace.log_received(request)
         signals.task_received.send(sender=None, request=request)
         if not app.conf.worker_disable_rate_limits:

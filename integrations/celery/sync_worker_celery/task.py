@@ -94,7 +94,8 @@ class Task:
 
     @property
     def __name__(self) -> str:
-        return str(self.name)
+        """The task's class name (for a decorated function: the function's), as in Celery."""
+        return type(self).__name__
 
     def run(self, *args: Any, **kwargs: Any) -> Any:  # replaced by the decorated function
         raise NotImplementedError("Tasks must define the run method.")

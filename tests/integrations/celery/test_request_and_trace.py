@@ -107,3 +107,10 @@ def test_a_task_with_callbacks_is_ready_before_its_callbacks_finish(sample_app) 
     running = ("running", "waiting")
     assert sample_app.client.describe_workflow(bad.id).status in running   # the errback still runs, durably
     wait_for(lambda: sample_app.client.describe_workflow(bad.id).status not in running, timeout=30)
+
+
+def test_a_task_is_named_as_its_function_like_celerys() -> None:
+    """``task.__name__`` is the function's name (pytest ids of parametrized tasks depend on it)."""
+    from proj.tasks import add
+
+    assert add.__name__ == "add" and add.name == "proj.tasks.add"
