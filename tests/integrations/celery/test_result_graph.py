@@ -82,3 +82,24 @@ def test_a_generator_that_raises_cancels_the_chord() -> None:
         chord(header(), note.s("never"), task_id="gen-broken-chord")()
     with pytest.raises(TaskRevokedError):
         AsyncResult("gen-broken-chord").get(timeout=30)
+
+
+def test_generator_header_and_chain_runs_replay_cold(sample_app) -> None:
+    """The recorded runs replay from scratch with the same decisions (signals where they were applied)."""
+    from proj.tasks import note, request_ids
+    from sync_worker.workflow import Replayer
+    from sync_worker_celery.canvas_workflow import CanvasWorkflow
+
+    def header():
+        for i in range(3):
+            yield note.si(f"replay-{i}")
+
+    streamed = chord(header(), note.s("replay-body"))()
+    streamed.get(timeout=60)
+    chained = chain(request_ids.si("r1"), request_ids.si("r2"))()
+    chained.get(timeout=60)
+    replayer = Replayer(workflows=[CanvasWorkflow])
+    for run in (streamed, chained):
+        described = sample_app.client.describe_workflow(run.id)
+        history = sample_app.client.export_history(run.id, described.run_id)
+        replayer.replay(history)   # raises NonDeterministicReplayError on a divergence
