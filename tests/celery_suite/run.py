@@ -47,8 +47,8 @@ from stage import stage  # noqa: E402
 def run_pytest(staged: Path, python: str, junit: Path, extra: List[str], env: Optional[Dict[str, str]] = None,
                plugins: Tuple[str, ...] = (), processes: int = 0) -> int:
     # every test gets a limit (Celery's own unmarked tests have none; one of them hangs on real Celery too)
-    argv = [python, "-m", "pytest", *TEST_FILES, "-p", "no:cacheprovider", "-q", "-rfE", "--show-capture=no", "--timeout=300",
-            "--rootdir", str(staged), "--durations=15",
+    argv = [python, "-m", "pytest", *TEST_FILES, "-p", "no:cacheprovider", "-q", "-rfE", "--show-capture=no",
+            "--timeout=300", "--rootdir", str(staged), "--durations=15",
             "-o", "junit_family=xunit2", f"--junitxml={junit}", *[a for p in plugins for a in ("-p", p)], *extra]
     if processes > 1:
         argv[3:3] = ["-n", str(processes), "--dist", "worksteal"]  # an idle process takes tests from a busy one

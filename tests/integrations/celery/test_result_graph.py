@@ -87,8 +87,9 @@ def test_a_generator_that_raises_cancels_the_chord() -> None:
 def test_generator_header_and_chain_runs_replay_cold(sample_app) -> None:
     """The recorded runs replay from scratch with the same decisions (signals where they were applied)."""
     from proj.tasks import note, request_ids
-    from sync_worker.workflow import Replayer
     from sync_worker_celery.canvas_workflow import CanvasWorkflow
+
+    from sync_worker.workflow import Replayer
 
     def header():
         for i in range(3):
