@@ -95,7 +95,7 @@ class Task:
     @property
     def __name__(self) -> str:
         """The task's class name (for a decorated function: the function's), as in Celery."""
-        return type(self).__name__
+        return type(self).__qualname__.rpartition(".")[2]
 
     def run(self, *args: Any, **kwargs: Any) -> Any:  # replaced by the decorated function
         raise NotImplementedError("Tasks must define the run method.")
