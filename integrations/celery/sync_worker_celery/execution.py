@@ -314,6 +314,10 @@ def activity_for(task: Task) -> Callable[..., Any]:
             return replacement_marker(app, outcome.retval.sig, task_id, in_canvas=standalone is None,
                                       queue=info.task_queue, nesting=request.replaced_task_nesting + 1)
         if outcome.state in (states.SUCCESS, states.IGNORED):
+            from .result import ResultBase
+
+            if isinstance(outcome.retval, ResultBase) and hasattr(outcome.retval, "as_tuple"):
+                return outcome.retval.as_tuple()  # as Celery's backends store a returned result
             return outcome.retval
         if outcome.state == states.RETRY:
             assert outcome.retry is not None

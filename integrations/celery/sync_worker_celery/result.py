@@ -322,7 +322,8 @@ class AsyncResult(ResultBase):
         raise UnsupportedFeature("AsyncResult.then() (promise callbacks) is not supported; use link= instead")
 
     def as_tuple(self) -> Tuple[Any, ...]:
-        return ((self.id, self.parent.as_tuple() if isinstance(self.parent, AsyncResult) else None), None)
+        parent = self.parent
+        return ((self.id, parent.as_tuple() if isinstance(parent, (AsyncResult, GroupResult)) else None), None)
 
     def collect(self, intermediate: bool = False, **kwargs: Any) -> Iterator[Tuple[ResultBase, Any]]:
         yield self, self.get(**kwargs)
@@ -461,6 +462,12 @@ class GroupResult(ResultSet):
             super().revoke(terminate=terminate, signal=signal)
         else:
             run.revoke(terminate=terminate, signal=signal)
+
+    def as_tuple(self) -> Tuple[Any, ...]:
+        """Celery's ``((id, parent), [member tuples])`` (what a task returning this result stores)."""
+        parent = self.parent
+        return ((self.id, parent.as_tuple() if isinstance(parent, (AsyncResult, GroupResult)) else None),
+                [r.as_tuple() for r in self.results])
 
     def save(self, backend: Any = None) -> None:
         """Nothing to save: the group's run is durable on the server."""

@@ -104,3 +104,15 @@ def test_generator_header_and_chain_runs_replay_cold(sample_app) -> None:
         described = sample_app.client.describe_workflow(run.id)
         history = sample_app.client.export_history(run.id, described.run_id)
         replayer.replay(history)   # raises NonDeterministicReplayError on a divergence
+
+
+def test_a_task_returning_a_result_stores_its_tuple() -> None:
+    """Celery's backends store a returned AsyncResult as ``as_tuple()``: ``((id, parent), None)``."""
+    from proj.tasks import start_a_chain
+
+    stored = start_a_chain.delay().get(timeout=60)
+    (chain_id, parent), members = stored
+    assert members is None and isinstance(parent, list)
+    (group_id, group_parent), group_members = parent     # the group step, as a GroupResult tuple
+    assert group_id is None and isinstance(group_parent, list) and len(group_members) == 2
+    assert AsyncResult(chain_id).get(timeout=60) == (2 + 2) + (2 + 3)

@@ -176,3 +176,11 @@ def explode_with_two(first, second):
 def call_children(self):
     """A child applied eagerly and one published from inside this task (their ids say whose they are)."""
     return {"applied": request_ids.apply(("applied",)).get(), "published": request_ids.delay("published").id}
+
+
+@app.task
+def start_a_chain():
+    """Starts a chain and returns its result object (stored as Celery stores one: its tuple)."""
+    from sync_worker_celery import chain, group
+
+    return chain(add.s(1, 1), group(add.s(2), add.s(3)), tsum.s()).apply_async()
