@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -32,10 +33,11 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 THRESHOLD = 0.90
 #: The CI leg's ratchet until THRESHOLD is reached (issue 32): at least this many of real Celery's
-#: passes must pass here. Measured 2026-12-02: 138 of 203 (146 of 221 tests; one run in three parts,
-#: a test hung before the per-test limit existed); raise it as the facade improves, replace it by
-#: THRESHOLD once that is met.
-FLOOR = 130
+#: passes must pass here. Measured 2026-12-02 (scripts/suites.d/65-celery-suite.sh, 3 processes):
+#: 173 of 203 in 219 s; the floor leaves room for the three 1000-task tests listed as too slow here
+#: under load and a few timing-sensitive ones. Raise it as the facade
+#: improves; replace it by THRESHOLD once that is met.
+FLOOR = 165
 TEST_FILES = ["t/integration/test_canvas.py", "t/integration/test_tasks.py"]
 
 sys.path.insert(0, str(HERE))
@@ -43,12 +45,36 @@ from stage import stage  # noqa: E402
 
 
 def run_pytest(staged: Path, python: str, junit: Path, extra: List[str], env: Optional[Dict[str, str]] = None,
-               plugins: Tuple[str, ...] = ()) -> int:
+               plugins: Tuple[str, ...] = (), processes: int = 0) -> int:
     # every test gets a limit (Celery's own unmarked tests have none; one of them hangs on real Celery too)
-    argv = [python, "-m", "pytest", *TEST_FILES, "-p", "no:cacheprovider", "-q", "-rfE", "--timeout=300",
-            "--rootdir", str(staged),
+    argv = [python, "-m", "pytest", *TEST_FILES, "-p", "no:cacheprovider", "-q", "-rfE", "--show-capture=no",
+            "--timeout=300", "--rootdir", str(staged), "--durations=15",
             "-o", "junit_family=xunit2", f"--junitxml={junit}", *[a for p in plugins for a in ("-p", p)], *extra]
-    return subprocess.call(argv, cwd=str(staged), env=env)
+    if processes > 1:
+        argv[3:3] = ["-n", str(processes), "--dist", "worksteal"]  # an idle process takes tests from a busy one
+    proc = subprocess.Popen(argv, cwd=str(staged), env=env)
+
+    def stop(signum: int, frame: object) -> None:  # e.g. the leg's timeout: pytest (and its services) stop too
+        proc.terminate()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        return proc.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def processes() -> int:
+    """Test processes (``SW_CELERY_SUITE_PROCESSES``, default 3): each has its own dev server, worker and Redis
+    (suite_conftest.py), so the suite's waits overlap; 1 runs without pytest-xdist."""
+    wanted = int(os.environ.get("SW_CELERY_SUITE_PROCESSES", "3"))
+    if wanted > 1:
+        try:
+            import xdist  # noqa: F401
+        except ImportError:
+            print("pytest-xdist is not installed (the dev extra has it): running in one process")
+            return 1
+    return wanted
 
 
 def outcomes(junit: Path) -> Dict[str, Tuple[str, str]]:
@@ -132,7 +158,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(staged), env.get("PYTHONPATH")]))
     env.setdefault("SW_CELERY_SUITE_LOGS", str(work / "logs"))
-    code = run_pytest(staged, sys.executable, junit, extra, env=env)
+    listed = work / "listed.txt"  # the tests given a tight limit: not those listed as only too slow here
+    listed.write_text("\n".join(sorted(k for k, why in documented_failures().items()
+                                        if not why.startswith("**too slow here**"))) + "\n")
+    env.setdefault("SW_CELERY_SUITE_LISTED", str(listed))
+    code = run_pytest(staged, sys.executable, junit, extra, env=env, processes=processes())
     if not junit.exists():
         return code or 1
     return report(outcomes(junit), strict=not extra)

@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Type
 
 from sync_worker.host import ClientOptions, OptionsError
 
+from . import app_trace as trace  # noqa: F401 - Celery's celery.app.trace (its log lines)
 from . import notices, signals
 from .config import CLIENT_SETTINGS, Settings
 from .exceptions import ImproperlyConfigured, NotRegistered, UnsupportedFeature
@@ -45,7 +46,7 @@ TASK_OPTIONS = {
     "name", "bind", "base", "typing", "max_retries", "default_retry_delay", "autoretry_for", "dont_autoretry_for",
     "retry_kwargs", "retry_backoff", "retry_backoff_max", "retry_jitter", "time_limit", "soft_time_limit",
     "queue", "ignore_result", "acks_late", "rate_limit", "expires", "shared", "lazy", "filter", "pydantic",
-    "pydantic_strict", "pydantic_context", "pydantic_dump_kwargs",
+    "track_started", "pydantic_strict", "pydantic_context", "pydantic_dump_kwargs",
     *IGNORED_TASK_OPTIONS,
 }
 
@@ -82,7 +83,8 @@ class TaskRegistry(dict):  # type: ignore[type-arg]
 
 
 class Control:
-    """``app.control``: revoke (the rest of Celery's remote control is refused)."""
+    """``app.control``: revoke, terminate; ``ping`` and ``inspect().ping()/registered()`` from the
+    server's worker list (the rest of Celery's remote control is refused)."""
 
     def __init__(self, app: Celery) -> None:
         self.app = app
@@ -105,6 +107,17 @@ class Control:
 
     def terminate(self, task_id: Any, signal: Any = None, **kwargs: Any) -> None:
         self.revoke(task_id, terminate=True, signal=signal)
+
+    def inspect(self, destination: Any = None, timeout: float = 1.0, **kwargs: Any) -> Any:
+        """``ping()`` and ``registered()`` from the server's worker list (``sync_worker_celery.inspect``)."""
+        from .inspect import Inspect
+
+        return Inspect(self.app, destination, timeout, **kwargs)
+
+    def ping(self, destination: Any = None, timeout: float = 1.0, **kwargs: Any) -> List[Dict[str, Any]]:
+        from .inspect import ping
+
+        return ping(self.app, destination)
 
     def __getattr__(self, name: str) -> Any:
         raise UnsupportedFeature(f"app.control.{name} is not supported (there is no broadcast channel to workers); "

@@ -9,6 +9,7 @@ server's history. ``apply()`` (and eager mode) runs the same canvas here, in ord
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence
 
 from .exceptions import UnsupportedFeature
@@ -314,12 +315,19 @@ class chord(Signature):
         if isinstance(header, dict) and header.get("subtask_type") == "chord":
             super().__init__(header, app=app)
             return
-        head = header if isinstance(header, group) else group(header, app=app)
+        stream = header if isinstance(header, Iterator) and not isinstance(header, dict) else None
+        head = header if isinstance(header, group) else group([] if stream is not None else header, app=app)
         super().__init__("celery.chord", (), {"header": head, "body": maybe_signature(body, app=app)}, options,
                          subtask_type="chord", app=app)
+        #: a generator header, read as apply_async publishes it (canvas_stream); any other use reads it whole
+        self._stream: Optional[Iterator[Any]] = stream
 
     @property
     def header(self) -> group:
+        stream = getattr(self, "_stream", None)
+        if stream is not None:
+            self._stream = None
+            self["kwargs"]["header"] = group(list(stream), app=self._app)
         return group(self["kwargs"]["header"], app=self._app)
 
     @property
@@ -346,6 +354,12 @@ class chord(Signature):
             raise ValueError("a chord needs a body: chord(header)(body) or chord(header, body)")
         if self.app.conf.task_always_eager:
             return self.apply(args, kwargs, **options)
+        stream = getattr(self, "_stream", None)
+        if stream is not None and not args and not kwargs:
+            from .canvas_stream import start_streamed_chord
+
+            self._stream = None
+            return start_streamed_chord(self, stream, options)
         sig = self.clone(args, kwargs, **options)
         return sig._start_as_canvas(_root_id(sig), _first_queue(sig))
 

@@ -29,6 +29,7 @@ from sync_worker import workflow
 from sync_worker.errors import ActivityFailed, ChildWorkflowFailed
 
 from . import errbacks
+from .canvas_stream import HEADER_END_SIGNAL, HEADER_SIGNAL
 from .publish import activity_options, resolve_queue
 from .replace import plan_of
 from .wire import encode_call
@@ -43,6 +44,8 @@ CANVAS_WORKFLOW = "sync_worker_celery.canvas"
 #: Member-id prefix of a plan compiled before its run exists (beat schedules): the run's id goes there.
 ROOT_PLACEHOLDER = "{root}"
 MEMBERS_QUERY = "celery.members"
+#: Memo key of a run that is one task with its countdown/eta/callbacks (``AsyncResult`` reads the task).
+ONE_TASK_MEMO = "celery_one_task"
 
 
 def compile_plan(app: Celery, sig: Signature, root_id: str, counter: Optional[List[int]] = None,
@@ -91,7 +94,8 @@ def compile_plan(app: Celery, sig: Signature, root_id: str, counter: Optional[Li
         "countdown": options.get("countdown"),
         "eta": eta.astimezone(timezone.utc).isoformat() if isinstance(eta, datetime) else eta,
         "options": activity_options(app, task, options),
-        "meta": {k: options[k] for k in ("time_limit", "soft_time_limit", "headers") if options.get(k)},
+        "meta": {k: options[k] for k in ("time_limit", "soft_time_limit", "headers", "argsrepr", "kwargsrepr",
+                                         "replaced_task_nesting") if options.get(k)},
         "link": [compile_plan(app, maybe_signature(s, app=app), root_id, counter) for s in options.get("link") or []],
         "link_error": [errbacks.mark(app, compile_plan(app, maybe_signature(s, app=app), root_id, counter))
                        for s in options.get("link_error") or []],
@@ -140,11 +144,31 @@ def start_canvas(app: Celery, sig: Signature, root_id: str, queue: str) -> Any:
     from .result import AsyncResult, GroupResult
 
     plan = compile_plan(app, sig, root_id)
-    app.client.start_workflow(CANVAS_WORKFLOW, plan, root_id, task_queue=queue, workflow_id=root_id)
+    if plan["kind"] == "chain" and _first_task(plan).get("id"):
+        plan["celery_root"] = _first_task(plan)["id"]  # a chain's root_id is its first task's, as in Celery
+    # a one-task run (countdown/eta/link): its task's outcome is readable before its callbacks finish
+    memo = {ONE_TASK_MEMO: True} if plan["kind"] == "task" else None
+    app.client.start_workflow(CANVAS_WORKFLOW, plan, root_id, task_queue=queue, workflow_id=root_id, memo=memo)
     if plan["kind"] == "group":
         members = [AsyncResult(m.get("id") or f"{root_id}~?", app=app) for m in plan["tasks"]]
         return GroupResult(root_id, members, app=app)
-    return AsyncResult(root_id, app=app)
+    result = AsyncResult(root_id, app=app)
+    if plan["kind"] == "chain":
+        from .result_graph import link_parents
+
+        link_parents(app, result, plan)
+    return result
+
+
+def _last_task_id(node: Dict[str, Any]) -> Optional[str]:
+    """The id of the task that runs last in ``node`` (for a group: its last member's)."""
+    kind = node["kind"]
+    if kind == "task":
+        return str(node["id"]) if node.get("id") else None
+    if kind == "chord":
+        return _last_task_id(node["body"])
+    tasks = node.get("tasks") or []
+    return _last_task_id(tasks[-1]) if tasks else None
 
 
 def _ends_in_group(node: Dict[str, Any]) -> bool:
@@ -187,13 +211,25 @@ class CanvasWorkflow:
 
     def __init__(self) -> None:
         self.members: Dict[str, Dict[str, Any]] = {}
+        self.streamed: List[Dict[str, Any]] = []  # a generator header's members, as they arrive (canvas_stream)
+        self.stream_closed = False
+        self.celery_root: Optional[str] = None  # the tasks' request.root_id (the first task's id, as in Celery)
 
     @workflow.query(MEMBERS_QUERY)
     def member_states(self) -> Dict[str, Dict[str, Any]]:
         return self.members
 
+    @workflow.signal(HEADER_SIGNAL)
+    def header_member(self, member: Dict[str, Any]) -> None:
+        self.streamed.append(member)
+
+    @workflow.signal(HEADER_END_SIGNAL)
+    def header_end(self, count: Any = None) -> None:
+        self.stream_closed = True
+
     def run(self, ctx: Any, plan: Dict[str, Any], root_id: Optional[str] = None) -> Generator[Any, Any, Any]:
         root = root_id or ctx.workflow_id
+        self.celery_root = plan.get("celery_root") or root
         seed = plan.get("seed")
         if isinstance(seed, dict):  # a group member run as a child: it starts from the group's input
             return (yield from self._node(ctx, plan, root, seed.get("value"), True))
@@ -208,7 +244,7 @@ class CanvasWorkflow:
         args = list(node["args"])
         if has_parent and not node.get("immutable"):
             args = [parent, *args]
-        meta = dict(node.get("meta") or {}, id=node["id"], root_id=root, parent_id=parent_id)
+        meta = dict(node.get("meta") or {}, id=node["id"], root_id=self.celery_root or root, parent_id=parent_id)
         opts = node["options"]
         self.members[node["id"]] = {"state": "STARTED", "name": node["name"]}
         return ctx.schedule_activity(
@@ -237,7 +273,9 @@ class CanvasWorkflow:
             result = yield self._activity(ctx, node, root, parent, has_parent, parent_id)
             result = yield from self._resolve(ctx, node, root, result)
         except Exception as error:
-            self.members[node["id"]] = {"state": "FAILURE", "name": node["name"], "error": str(error)}
+            self.members[node["id"]] = {"state": "FAILURE", "name": node["name"], "error": str(error),
+                                        "type": getattr(error, "exception_type", None),
+                                        "class": getattr(error, "exception_class", None)}
             yield from self._errbacks(ctx, node.get("link_error") or [], root, node, error)
             raise
         self.members[node["id"]] = {"state": "SUCCESS", "name": node["name"], "result": result}
@@ -280,7 +318,7 @@ class CanvasWorkflow:
             value, chained, last_id = parent, has_parent, parent_id
             for member in node["tasks"]:
                 value = yield from self._node(ctx, member, root, value, chained, last_id)
-                chained, last_id = True, member.get("id", last_id)
+                chained, last_id = True, _last_task_id(member) or member.get("id", last_id)
             return value
         if kind == "group":
             return (yield from self._group(ctx, node, root, parent, has_parent, parent_id))
@@ -293,11 +331,32 @@ class CanvasWorkflow:
                 yield from self._errbacks(ctx, body.get("link_error") or [], root, dict(body, id=body.get("id")
                                                                                        or node["id"]), error)
                 raise
-            return (yield from self._node(ctx, node["body"], root, results, True, node["id"]))
+            # the body's parent is a header task (Celery: the one that completed the chord; here the last)
+            return (yield from self._node(ctx, node["body"], root, results, True,
+                                          _last_task_id(node["header"]) or node["id"]))
         raise ValueError(f"unknown canvas node kind {kind!r}")
+
+    def _streamed_group(self, ctx: Any, node: Dict[str, Any], root: str, parent: Any, has_parent: bool,
+                        parent_id: Optional[str]) -> Generator[Any, Any, Any]:
+        """A generator header (canvas_stream): the members that have arrived run as one batch while
+        the next ones arrive; done when the header is closed and every member has finished."""
+        results: List[Any] = []
+        taken = 0
+        while True:
+            yield ctx.wait_condition(lambda seen=taken: len(self.streamed) > seen or self.stream_closed,
+                                     key=f"celery.header.{taken}")
+            batch = self.streamed[taken:]
+            if not batch and self.stream_closed:
+                return results
+            taken += len(batch)
+            out = yield from self._group(ctx, dict(node, tasks=batch, streamed=False), root, parent, has_parent,
+                                         parent_id)
+            results.extend(out)
 
     def _group(self, ctx: Any, node: Dict[str, Any], root: str, parent: Any, has_parent: bool,
                parent_id: Optional[str]) -> Generator[Any, Any, Any]:
+        if node.get("streamed"):
+            return (yield from self._streamed_group(ctx, node, root, parent, has_parent, parent_id))
         members = node["tasks"]
         if not members:
             return []
@@ -309,6 +368,8 @@ class CanvasWorkflow:
                 commands.append(self._activity(ctx, member, root, parent, has_parent, parent_id))
             else:
                 child: Dict[str, Any] = {"kind": "chain", "tasks": [member]}
+                if self.celery_root and self.celery_root != root:
+                    child["celery_root"] = self.celery_root
                 if has_parent:
                     child["seed"] = {"value": parent}
                 commands.append(ctx.start_child_workflow(

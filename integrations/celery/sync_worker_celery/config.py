@@ -78,7 +78,7 @@ IGNORED_SETTINGS: Dict[str, str] = {
     "task_acks_late": "tasks are always durable (acks late)",
     "task_acks_on_failure_or_timeout": "tasks are always durable",
     "task_reject_on_worker_lost": "an attempt lost with its worker always runs again",
-    "task_track_started": "STARTED is always reported", "task_ignore_result": "the server keeps every result",
+    "task_ignore_result": "the server keeps every result",
     "task_store_errors_even_if_ignored": "the server keeps every error",
     "worker_prefetch_multiplier": "a worker leases only what its free slots can run",
     "worker_max_tasks_per_child": "there are no child processes",

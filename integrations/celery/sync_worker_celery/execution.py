@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-from . import errbacks, ratelimit, signals, states
+from . import app_trace, errbacks, ratelimit, signals, states
 from .einfo import ExceptionInfo
 from .exceptions import Ignore, Reject, Replaced, Retry, TaskRevokedError
-from .request import Context
+from .request import Context, current_requests
 from .timelimits import TimeLimits, interrupt_current
 from .wire import decode_call, exponential_backoff
 
@@ -69,10 +70,14 @@ def trace(task: Task, args: Tuple[Any, ...], kwargs: Dict[str, Any], request: Co
     task.push_request(**{k: v for k, v in vars(request).items() if k != "headers"},
                       headers=request.headers)
     live = task.request
+    current_requests.push(live)
     signals.task_prerun.send(sender=task, task_id=task_id, task=task, args=args, kwargs=kwargs)
     outcome: Outcome
     try:
         try:
+            hard, soft = limits
+            if hard and soft and float(soft) > float(hard):  # as Celery's worker refuses the call
+                raise ValueError("soft_time_limit must be less than or equal to time_limit")
             task.before_start(task_id, args, kwargs)
             with TimeLimits(limits[0], limits[1]):
                 retval = task(*args, **kwargs)
@@ -107,6 +112,7 @@ def trace(task: Task, args: Tuple[Any, ...], kwargs: Dict[str, Any], request: Co
         signals.task_postrun.send(sender=task, task_id=task_id, task=task, args=args, kwargs=kwargs,
                                   retval=outcome.retval if "outcome" in locals() else None,
                                   state=outcome.state if "outcome" in locals() else states.FAILURE)
+        current_requests.pop()
         task.pop_request()
     return outcome
 
@@ -146,6 +152,10 @@ def apply_eagerly(task: Task, args: Tuple[Any, ...], kwargs: Dict[str, Any], *, 
     task_id = task_id or uuid()
     app = task.app
     propagate = app.conf.task_eager_propagates if throw is None else throw
+    options = dict(options)
+    caller = current_requests.top  # applied from inside a running task: its child, as in Celery
+    if caller is not None and caller.id and not options.get("parent_id"):
+        options.update(parent_id=caller.id, root_id=options.get("root_id") or caller.root_id or caller.id)
     while True:
         request = Context(id=task_id, task=task.name, args=list(args), kwargs=dict(kwargs), retries=retries,
                           is_eager=True, called_directly=False, root_id=options.get("root_id") or task_id,
@@ -247,6 +257,17 @@ def _mark_final(exc: BaseException) -> BaseException:
         return NonRetryableError(f"{type(exc).__name__}: {exc}", cause=exc)
 
 
+def _log_outcome(task: Task, request: Context, outcome: Outcome, runtime: float) -> None:
+    """Celery's trace log line for the outcome (``celery.app.trace``)."""
+    if outcome.state == states.SUCCESS and not isinstance(outcome.retval, Replaced):
+        app_trace.log_success(request, outcome.retval, runtime)
+    elif outcome.state == states.RETRY:
+        app_trace.log_retry(request, outcome.retry.exc if outcome.retry is not None else None)
+    elif outcome.state == states.FAILURE and outcome.exception is not None:
+        expected = isinstance(outcome.exception, tuple(getattr(task, "throws", ()) or ()))
+        app_trace.log_failure(request, outcome.exception, expected)
+
+
 def activity_for(task: Task) -> Callable[..., Any]:
     """The activity function that runs ``task`` in a ``sync_worker`` worker (type = the task name)."""
     from sync_worker import activity
@@ -272,20 +293,31 @@ def activity_for(task: Task) -> Callable[..., Any]:
             headers=dict(meta.get("headers") or {}),
             delivery_info={"exchange": "", "routing_key": info.task_queue, "priority": None,
                            "redelivered": retries > 0})
+        request.properties = {"correlation_id": task_id, "reply_to": None, "delivery_info": request.delivery_info,
+                              **dict(meta.get("properties") or {})}
         request._publish_state = ctx.heartbeat_sync  # type: ignore[attr-defined]
+        request.argsrepr, request.kwargsrepr = meta.get("argsrepr"), meta.get("kwargsrepr")
+        request.replaced_task_nesting = int(meta.get("replaced_task_nesting") or 0)
+        app_trace.log_received(request)
         signals.task_received.send(sender=None, request=request)
         if not app.conf.worker_disable_rate_limits:
             ratelimit.acquire(str(task.name), task.rate_limit or app.conf.task_default_rate_limit)
         standalone = None if meta.get("id") else info.workflow_id
         interval = float(app.conf.durable_workflow_heartbeat_interval or 0)
+        began = time.monotonic()
         with _Watch(ctx, app, standalone, interval) as watch:
             outcome = trace(task, tuple(args), dict(kwargs), request, (hard, soft))
+        _log_outcome(task, request, outcome, time.monotonic() - began)
         if isinstance(outcome.retval, Replaced):
             from .replace import replacement_marker
 
             return replacement_marker(app, outcome.retval.sig, task_id, in_canvas=standalone is None,
-                                      queue=info.task_queue)
+                                      queue=info.task_queue, nesting=request.replaced_task_nesting + 1)
         if outcome.state in (states.SUCCESS, states.IGNORED):
+            from .result import ResultBase
+
+            if isinstance(outcome.retval, ResultBase) and hasattr(outcome.retval, "as_tuple"):
+                return outcome.retval.as_tuple()  # as Celery's backends store a returned result
             return outcome.retval
         if outcome.state == states.RETRY:
             assert outcome.retry is not None

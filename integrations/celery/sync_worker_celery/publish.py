@@ -42,7 +42,7 @@ IGNORED_PUBLISH_OPTIONS = {
     "delivery_mode": "every task is durable",
 }
 _KNOWN = {"countdown", "eta", "expires", "queue", "headers", "time_limit", "soft_time_limit",
-          "root_id", "parent_id", "group_id", "group_index"}
+          "root_id", "parent_id", "group_id", "group_index", "argsrepr", "kwargsrepr", "replaced_task_nesting"}
 
 
 def _route(routes: Any, name: str, args: Sequence[Any], kwargs: Dict[str, Any], options: Dict[str, Any],
@@ -122,15 +122,27 @@ def activity_options(app: Celery, task: Optional[Task], options: Dict[str, Any])
     return out
 
 
-def _check_options(options: Dict[str, Any]) -> None:
+def _plain(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def _check_options(options: Dict[str, Any]) -> Dict[str, Any]:
+    """Notices for ignored options; returns the others with plain values: message properties.
+
+    As in Celery (kombu passes unknown publish options on as message properties, e.g.
+    ``app_id=``), they reach the task as ``self.request.properties``."""
+    properties: Dict[str, Any] = {}
     for key in list(options):
         if key in _KNOWN:
             continue
         reason = IGNORED_PUBLISH_OPTIONS.get(key)
-        if reason is None:
+        if reason is None and _plain(options[key]):
+            properties[key] = options[key]
+        elif reason is None:
             notices.once(f"publish:{key}", f"apply_async({key}=...) is not a known option and is ignored")
         else:
             notices.once(f"publish:{key}", f"apply_async({key}=...) is ignored: {reason}")
+    return properties
 
 
 def send_task(app: Celery, name: str, args: Sequence[Any] = (), kwargs: Optional[Dict[str, Any]] = None, *,
@@ -144,7 +156,12 @@ def send_task(app: Celery, name: str, args: Sequence[Any] = (), kwargs: Optional
     args = tuple(args or ())
     if task is None:
         task = app.tasks.get(name)
-    _check_options(options)
+    from .request import current_requests
+
+    caller = current_requests.top  # published from inside a running task: its child, as in Celery
+    if caller is not None and caller.id and not options.get("parent_id"):
+        options = dict(options, parent_id=caller.id, root_id=options.get("root_id") or caller.root_id or caller.id)
+    extra_properties = _check_options(options)
     task_id = task_id or uuid()
     queue = resolve_queue(app, name, args, kwargs, options, task)
     countdown = options.get("countdown")
@@ -156,12 +173,13 @@ def send_task(app: Celery, name: str, args: Sequence[Any] = (), kwargs: Optional
         "expires": options.get("expires"), "retries": 0, "root_id": options.get("root_id") or task_id,
         "parent_id": options.get("parent_id"), "group": options.get("group_id"),
         "timelimit": [options.get("time_limit"), options.get("soft_time_limit")],
-        "argsrepr": repr(args), "kwargsrepr": repr(kwargs), "origin": app.origin,
+        "argsrepr": options.get("argsrepr") or repr(args), "kwargsrepr": options.get("kwargsrepr") or repr(kwargs),
+        "origin": app.origin,
     }
     custom = dict(options.get("headers") or {})
     headers.update(custom)
     body = (args, kwargs, {"callbacks": None, "errbacks": None, "chain": None, "chord": None})
-    properties = {"correlation_id": task_id, "reply_to": None}
+    properties = {"correlation_id": task_id, "reply_to": None, **extra_properties}
     signals.before_task_publish.send(sender=name, body=body, exchange="", routing_key=queue, headers=headers,
                                      properties=properties, declare=[], retry_policy=None)
     standard = {"lang", "task", "id", "eta", "expires", "retries", "root_id", "parent_id", "group", "timelimit",
@@ -180,11 +198,13 @@ def send_task(app: Celery, name: str, args: Sequence[Any] = (), kwargs: Optional
     else:
         opts = activity_options(app, task, options)
         meta: Dict[str, Any] = {}
-        for key in ("time_limit", "soft_time_limit"):
+        for key in ("time_limit", "soft_time_limit", "argsrepr", "kwargsrepr", "replaced_task_nesting"):
             if options.get(key) is not None:
                 meta[key] = options[key]
         if extra_headers:
             meta["headers"] = extra_headers
+        if extra_properties:
+            meta["properties"] = extra_properties
         if options.get("parent_id"):
             meta.update(parent_id=options["parent_id"], root_id=options.get("root_id"))
         app.client.start_activity(

@@ -26,8 +26,25 @@ __all__ = ["MARKER", "follow", "replacement_marker"]
 MARKER = "__celery_replaced_by__"
 
 
-def replacement_marker(app: Celery, sig: Any, task_id: str, in_canvas: bool, queue: Optional[str]) -> Dict[str, Any]:
-    """The activity result standing for ``sig`` (started here when there is no canvas run to run it)."""
+def nest(plan: Dict[str, Any], nesting: int) -> Dict[str, Any]:
+    """Mark every task of ``plan`` (not its callbacks) as run ``nesting`` replacements deep: the
+    tasks see it as ``request.replaced_task_nesting``, as in Celery."""
+    kind = plan.get("kind")
+    if kind == "task":
+        plan["meta"] = dict(plan.get("meta") or {}, replaced_task_nesting=nesting)
+    elif kind == "chord":
+        nest(plan["header"], nesting)
+        nest(plan["body"], nesting)
+    else:
+        for member in plan.get("tasks") or []:
+            nest(member, nesting)
+    return plan
+
+
+def replacement_marker(app: Celery, sig: Any, task_id: str, in_canvas: bool, queue: Optional[str],
+                       nesting: int = 1) -> Dict[str, Any]:
+    """The activity result standing for ``sig`` (started here when there is no canvas run to run it);
+    ``nesting``: the replaced task's ``replaced_task_nesting`` plus one."""
     from sync_worker.errors import Conflict, WorkflowAlreadyStarted
 
     from .canvas import _first_queue, maybe_signature
@@ -35,9 +52,9 @@ def replacement_marker(app: Celery, sig: Any, task_id: str, in_canvas: bool, que
 
     sig = maybe_signature(sig, app=app)
     if in_canvas:
-        return {MARKER: {"plan": compile_plan(app, sig, f"{task_id}~r")}}
+        return {MARKER: {"plan": nest(compile_plan(app, sig, f"{task_id}~r"), nesting)}}
     run_id = f"{task_id}.replaced"
-    plan = compile_plan(app, sig, run_id)
+    plan = nest(compile_plan(app, sig, run_id), nesting)
     try:
         app.client.start_workflow(CANVAS_WORKFLOW, plan, run_id, task_queue=queue or _first_queue(sig),
                                   workflow_id=run_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, List, Optional
 
-__all__ = ["Context", "RequestStack"]
+__all__ = ["Context", "RequestStack", "current_requests"]
 
 
 class Context:
@@ -15,7 +15,10 @@ class Context:
     ``delivery_info`` (``{"exchange": "", "routing_key": queue, "priority": None,
     "redelivered": bool}``), ``hostname`` (the worker id), ``root_id``, ``parent_id``,
     ``group``, ``eta``, ``expires``, ``timelimit`` (``(hard, soft)``), ``headers`` (custom
-    headers set at publish time; each is also an attribute, as in Celery), ``origin``.
+    headers set at publish time; each is also an attribute, as in Celery), ``origin``,
+    ``properties`` (message properties: ``correlation_id``, ``reply_to``, ``delivery_info`` and
+    publish options the facade does not know, e.g. ``app_id=``), ``argsrepr``/``kwargsrepr``,
+    ``replaced_task_nesting``.
     """
 
     id: Optional[str] = None
@@ -44,6 +47,10 @@ class Context:
     correlation_id: Optional[str] = None
     ignore_result: bool = False
     properties: Optional[Dict[str, Any]] = None
+    argsrepr: Optional[str] = None
+    kwargsrepr: Optional[str] = None
+    #: how many ``Task.replace`` calls deep this call runs (0 unless it replaced a task)
+    replaced_task_nesting: int = 0
 
     def __init__(self, **fields: Any) -> None:
         headers = fields.pop("headers", None) or {}
@@ -91,3 +98,8 @@ class RequestStack:
     def top(self) -> Optional[Context]:
         stack = self._stack()
         return stack[-1] if stack else None
+
+
+#: The calls running in this thread (greenlet), innermost last, whatever their task: a task called
+#: or published from inside another gets ``parent_id`` = that call's id and its ``root_id``, as in Celery.
+current_requests = RequestStack()

@@ -5,19 +5,23 @@ a canvas workflow (a chain/group/chord, or a task started with ``countdown``/``e
 ``AsyncResult`` looks the id up as an activity first, then as a workflow. Unknown ids are
 ``PENDING``, as in Celery.
 
-State mapping (activity status → Celery state): scheduled → PENDING, running → STARTED (or the
-custom state published with ``update_state``), retrying → RETRY, completed → SUCCESS,
-failed → FAILURE, cancelled (revoked) or expired before it started → REVOKED.
+State mapping (activity status → Celery state): scheduled → PENDING, running → STARTED when the
+task tracks it (``track_started`` / ``task_track_started``, as in Celery; else PENDING) or the
+custom state published with ``update_state``, retrying (a retry's delay) → RETRY, completed →
+SUCCESS, failed → FAILURE, cancelled (revoked) or expired before it started → REVOKED. A canvas run
+that has not finished is STARTED with ``task_track_started``, else PENDING.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
 import time
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
 from . import states
+from .canvas_workflow import ONE_TASK_MEMO
 from .exceptions import RemoteTaskError, TaskRevokedError, TimeoutError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,15 +48,30 @@ def rebuild_exception(exc_type: Optional[str], exc_class: Optional[str], message
             for part in qualname.split("."):
                 value = getattr(value, part)
             if isinstance(value, type) and issubclass(value, BaseException):
+                args = message_args(value, message)
                 try:
-                    error = value(message)
+                    error = value(*args)
                 except Exception:
                     error = value.__new__(value)
-                    error.args = (message,)
+                    error.args = args
                 return error
         except Exception:
             pass
     return RemoteTaskError(exc_type or "Exception", message, traceback, exc_class)
+
+
+def message_args(cls: type, message: str) -> Tuple[Any, ...]:
+    """The exception's arguments from its message: ``str(exc)`` of an exception raised with several
+    arguments is ``str(exc.args)`` (``BaseException.__str__``), so such a message is read back as
+    those arguments when it is a tuple of literals; any other message is the one argument."""
+    if getattr(cls, "__str__", None) is BaseException.__str__ and message.startswith("(") and message.endswith(")"):
+        try:
+            value = ast.literal_eval(message)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return (message,)
+        if isinstance(value, tuple) and len(value) > 1:
+            return value
+    return (message,)
 
 
 @contextlib.contextmanager
@@ -156,7 +175,15 @@ class AsyncResult(ResultBase):
         details = described.get("heartbeat_details")
         if status == states.STARTED and isinstance(details, dict) and details.get("celery_state"):
             return {"status": str(details["celery_state"]), "result": details.get("meta"), "traceback": None}
+        if status == states.STARTED and not self._tracks_started(described.get("activity_type")):
+            status = states.PENDING
         return {"status": status, "result": None, "traceback": None}
+
+    def _tracks_started(self, task_name: Any) -> bool:
+        """Celery stores STARTED only for a task with ``track_started`` (or ``task_track_started``)."""
+        task = self.app.tasks.get(str(task_name)) if task_name else None
+        tracked = getattr(task, "track_started", False) if task is not None else False
+        return bool(tracked or self.app.conf.get("task_track_started"))
 
     def _workflow_meta(self, client: Any) -> Dict[str, Any]:
         from sync_worker.errors import NotFound
@@ -164,10 +191,16 @@ class AsyncResult(ResultBase):
         try:
             execution = client.describe_workflow(self.id)
         except NotFound:
-            if "~" in self.id:
-                return self._member_meta(client, self.id.partition("~")[0])
+            canvas_run = getattr(self, "canvas_run", None)  # set on a canvas step (result_graph)
+            if canvas_run or "~" in self.id:
+                return self._member_meta(client, canvas_run or self.id.partition("~")[0])
             return {"status": states.PENDING, "result": None, "traceback": None}
         status = _RUN_STATES.get(str(execution.status), states.STARTED)
+        if status not in states.READY_STATES and (execution.memo or {}).get(ONE_TASK_MEMO):
+            # as in Celery, the task's result is ready when it is, not when its callbacks are
+            task_meta = self._one_task_meta(client)
+            if task_meta is not None:
+                return task_meta
         if status == states.SUCCESS:
             return {"status": status, "result": execution.output, "traceback": None}
         if status == states.FAILURE:
@@ -179,7 +212,27 @@ class AsyncResult(ResultBase):
             return self._failure_meta(merged)
         if status == states.REVOKED:
             return {"status": status, "result": TaskRevokedError("revoked"), "traceback": None}
+        if status == states.STARTED and not self._tracks_started(None):
+            status = states.PENDING
         return {"status": status, "result": None, "traceback": None}
+
+    def _one_task_meta(self, client: Any) -> Optional[Dict[str, Any]]:
+        """The outcome of a one-task run's task while its callbacks still run (None until it has one)."""
+        from .canvas_workflow import MEMBERS_QUERY
+
+        try:
+            members = client.query_workflow(self.id, MEMBERS_QUERY).get("result")
+        except Exception:
+            return None
+        entry = members.get(self.id) if isinstance(members, dict) else None
+        if not isinstance(entry, dict):
+            return None
+        if entry.get("state") == states.SUCCESS:
+            return {"status": states.SUCCESS, "result": entry.get("result"), "traceback": None}
+        if entry.get("state") == states.FAILURE:
+            return self._failure_meta({"message": entry.get("error"), "type": entry.get("type"),
+                                       "class": entry.get("class")})
+        return None
 
     def _member_meta(self, client: Any, root_id: str) -> Dict[str, Any]:
         """A canvas member (``<root>~<n>``): its state as the canvas run records it (a query)."""
@@ -189,7 +242,7 @@ class AsyncResult(ResultBase):
         try:
             members = client.query_workflow(root_id, MEMBERS_QUERY).get("result")
         except Exception:
-            members = None
+            members = None  # e.g. a failed run: it is not replayed to answer a query
         entry = members.get(self.id) if isinstance(members, dict) else None
         if isinstance(entry, dict):
             state = str(entry.get("state") or states.PENDING)
@@ -269,7 +322,8 @@ class AsyncResult(ResultBase):
         raise UnsupportedFeature("AsyncResult.then() (promise callbacks) is not supported; use link= instead")
 
     def as_tuple(self) -> Tuple[Any, ...]:
-        return ((self.id, self.parent.as_tuple() if isinstance(self.parent, AsyncResult) else None), None)
+        parent = self.parent
+        return ((self.id, parent.as_tuple() if isinstance(parent, (AsyncResult, GroupResult)) else None), None)
 
     def collect(self, intermediate: bool = False, **kwargs: Any) -> Iterator[Tuple[ResultBase, Any]]:
         yield self, self.get(**kwargs)
@@ -408,6 +462,12 @@ class GroupResult(ResultSet):
             super().revoke(terminate=terminate, signal=signal)
         else:
             run.revoke(terminate=terminate, signal=signal)
+
+    def as_tuple(self) -> Tuple[Any, ...]:
+        """Celery's ``((id, parent), [member tuples])`` (what a task returning this result stores)."""
+        parent = self.parent
+        return ((self.id, parent.as_tuple() if isinstance(parent, (AsyncResult, GroupResult)) else None),
+                [r.as_tuple() for r in self.results])
 
     def save(self, backend: Any = None) -> None:
         """Nothing to save: the group's run is durable on the server."""

@@ -37,7 +37,6 @@ IGNORED_TASK_OPTIONS = {
     "resultrepr_maxsize": "results are not truncated",
     "reject_on_worker_lost": "tasks are durable: an attempt lost with its worker is always retried",
     "acks_on_failure_or_timeout": "tasks are durable; acknowledgement does not apply",
-    "track_started": "STARTED is always reported",
     "expires_default": "use expires= on apply_async",
 }
 
@@ -60,7 +59,8 @@ class Task:
     retry_backoff_max: Optional[float] = 600
     retry_jitter = True
     acks_late = True  # always durable
-    track_started = True
+    #: As in Celery: a running task reads PENDING unless this (or ``task_track_started``) is set.
+    track_started = False
     queue: Optional[str] = None
     expires: Any = None
     bind = False
@@ -94,7 +94,8 @@ class Task:
 
     @property
     def __name__(self) -> str:
-        return str(self.name)
+        """The task's class name (for a decorated function: the function's), as in Celery."""
+        return type(self).__qualname__.rpartition(".")[2]
 
     def run(self, *args: Any, **kwargs: Any) -> Any:  # replaced by the decorated function
         raise NotImplementedError("Tasks must define the run method.")

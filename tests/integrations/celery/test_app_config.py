@@ -72,8 +72,10 @@ def test_refusals_name_the_feature(monkeypatch: pytest.MonkeyPatch) -> None:
 
     with pytest.raises(UnsupportedFeature, match="chunks"):
         one.chunks([(1,)], 1)
-    with pytest.raises(UnsupportedFeature, match=r"app\.control\.inspect"):
-        app.control.inspect()
+    with pytest.raises(UnsupportedFeature, match=r"app\.control\.inspect\(\)\.active\(\)"):
+        app.control.inspect().active()
+    with pytest.raises(UnsupportedFeature, match=r"app\.control\.broadcast"):
+        app.control.broadcast("shutdown")
     # No server configured: the local default, as every sync-worker command (issue 27: one rule).
     assert Celery("cfg-noserver", set_as_current=False).client_options().server_url == "http://127.0.0.1:7233"
     broken = Celery("cfg-badserver", set_as_current=False)

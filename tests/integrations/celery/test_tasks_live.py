@@ -68,6 +68,30 @@ def test_retry_with_countdown_goes_through_the_server(sample_app) -> None:
     assert sample_app.client.describe_activity(result.id)["attempt_count"] == 3
 
 
+def test_states_as_celery_reports_them_without_track_started(sample_app) -> None:
+    """Celery's test_retry: the first state after PENDING is RETRY (a running task is not STARTED)."""
+    from proj.tasks import flaky, sleepy
+
+    result = flaky.delay(2)
+    seen = []
+    while not result.ready():
+        state = result.state
+        if not seen or seen[-1] != state:
+            seen.append(state)
+        time.sleep(0.05)
+    assert result.get() == {"attempt": 2, "id": result.id}
+    assert states.STARTED not in seen and states.RETRY in seen, seen
+    running = sleepy.delay(3)
+    wait_for(lambda: sample_app.client.describe_activity(running.id)["activity_status"] == "running", timeout=15)
+    assert running.state == states.PENDING
+    sample_app.conf.task_track_started = True
+    try:
+        assert running.state == states.STARTED
+    finally:
+        sample_app.conf.task_track_started = False
+    assert running.get(timeout=15) is None or running.successful()
+
+
 def test_retry_past_max_retries_raises_max_retries_exceeded() -> None:
     from proj.tasks import retry_forever
 
@@ -148,7 +172,11 @@ def test_revoke_before_start_and_while_running(sample_app) -> None:
     signals.task_revoked.connect(lambda sender=None, request=None, terminated=None, **kw:
                                  revoked.append((sender, request.id, terminated)), weak=False)
     running = sleepy.delay(30)
-    wait_for(lambda: running.state == states.STARTED, timeout=15)
+    sample_app.conf.task_track_started = True   # as in Celery, STARTED is only reported when tracked
+    try:
+        wait_for(lambda: running.state == states.STARTED, timeout=15)
+    finally:
+        sample_app.conf.task_track_started = False
     started = time.monotonic()
     AsyncResult(running.id, app=sample_app).revoke(terminate=True)
     assert running.state == states.REVOKED

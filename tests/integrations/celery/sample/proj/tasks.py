@@ -141,3 +141,46 @@ def replaced_by_canvas(self, x, fail=False):
 
     last = explode.si("replaced boom") if fail else tsum.s()
     return self.replace(chain(group(add.s(x, 1), add.s(x, 2)), last))
+
+
+@app.task(bind=True)
+def request_view(self):
+    """What the task sees of its call: message properties and replacement nesting."""
+    return {"properties": self.request.properties, "replaced_task_nesting": self.request.replaced_task_nesting}
+
+
+@app.task(bind=True)
+def nested_replace(self, depth):
+    """Replaces itself ``depth`` times; the last one returns how deep it runs."""
+    if depth:
+        raise self.replace(nested_replace.si(depth - 1))
+    return self.request.replaced_task_nesting
+
+
+@app.task(bind=True)
+def request_ids(self, label):
+    """``[root_id, parent_id, label]`` of the call (canvas ids, as Celery's integration suite checks them)."""
+    return [self.request.root_id, self.request.parent_id, label]
+
+
+class TwoArgError(Exception):
+    """An error raised with two arguments."""
+
+
+@app.task
+def explode_with_two(first, second):
+    raise TwoArgError(first, second)
+
+
+@app.task(bind=True)
+def call_children(self):
+    """A child applied eagerly and one published from inside this task (their ids say whose they are)."""
+    return {"applied": request_ids.apply(("applied",)).get(), "published": request_ids.delay("published").id}
+
+
+@app.task
+def start_a_chain():
+    """Starts a chain and returns its result object (stored as Celery stores one: its tuple)."""
+    from sync_worker_celery import chain, group
+
+    return chain(add.s(1, 1), group(add.s(2), add.s(3)), tsum.s()).apply_async()
