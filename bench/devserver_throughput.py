@@ -135,11 +135,13 @@ def server_child(db: str) -> None:
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with DevServer(port=0, db=db) as server:
+    # DEVSERVER_BENCH_GROUP_COMMIT=0: one COMMIT per transaction (the figure before group commit)
+    with DevServer(port=0, db=db, group_commit=os.environ.get("DEVSERVER_BENCH_GROUP_COMMIT") != "0") as server:
         start = _cpu()
         print(f"PORT {server.port}", flush=True)
         stop.wait()
         print("CPU " + json.dumps(_cpu() - start), flush=True)
+        print("COMMITS " + json.dumps(server.engine.store._commits), flush=True)
 
 
 def _raw_request(path: str, host: str, body: Dict[str, object], accept: str = "application/json") -> bytes:
@@ -293,7 +295,10 @@ def _measure(db: str, kind: str, what: str, target: int, flows: bool = False) ->
     if not [line for line in rest.splitlines() if line.startswith("CPU ")]:
         raise RuntimeError("the dev server did not report its CPU")
     wall = max(1e-6, last - first)
-    return {"rate": (target - first_done) / wall, "server_share": (cpu_last - cpu_first) / wall}
+    commits = [int(line.split()[1]) for line in rest.splitlines() if line.startswith("COMMITS ")]
+    done = _done_count(db, what)
+    return {"rate": (target - first_done) / wall, "server_share": (cpu_last - cpu_first) / wall,
+            "commits": (commits[0] / done) if commits and done else float("nan")}
 
 
 def _template(directory: str, stored: int) -> str:
@@ -350,7 +355,8 @@ def main() -> None:
                     costs.setdefault((kind, ready, stored), []).append(ms_cpu)
                     print(f"round {round_no + 1} {kind:11s} ready {ready:6d} stored {stored:6d}: "
                           f"{one['rate']:6.0f} activities/s  server {100 * one['server_share']:.0f}% of a core, "
-                          f"{1000 * one['server_share'] / max(1e-9, one['rate']):.2f} ms CPU/activity", flush=True)
+                          f"{1000 * one['server_share'] / max(1e-9, one['rate']):.2f} ms CPU/activity, "
+                          f"{one['commits']:.2f} commits/activity", flush=True)
                     for suffix in ("", "-wal", "-shm"):
                         if os.path.exists(db + suffix):
                             os.unlink(db + suffix)
