@@ -26,6 +26,7 @@ is the figure to trust on a shared machine; rates and latencies move with the ma
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import statistics
@@ -43,6 +44,20 @@ if HERE not in sys.path:
 import devserver_throughput as bench  # noqa: E402  (the bench's server, workers, fill and probes)
 
 START_TYPE = "bench.started"
+
+
+def fill(db: str, **counts: int) -> None:
+    """``devserver_throughput.fill`` in a child process: with ``--baseline`` the baseline tree's store
+    writes the file (its own schema and indexes)."""
+    subprocess.run([sys.executable, bench.__file__, "_fill", db, json.dumps(counts)], check=True)
+
+
+def _tree(tree: str) -> None:
+    """Run the next measurements' processes on ``tree`` (``""``: this one)."""
+    if tree:
+        os.environ["DEVSERVER_BENCH_TREE"] = tree
+    else:
+        os.environ.pop("DEVSERVER_BENCH_TREE", None)
 
 
 def _server(db: str) -> tuple[subprocess.Popen[str], str]:
@@ -106,7 +121,7 @@ def _started(db: str) -> int:
 
 def measure_drain(directory: str, kind: str, queued: int, workers: int = 1) -> Dict[str, float]:
     db = os.path.join(directory, "drain.sqlite")
-    bench.fill(db, activities=queued)
+    fill(db, activities=queued)
     bench.WORKERS = workers
     try:
         return bench._measure(db, kind, "activities", queued)
@@ -116,7 +131,7 @@ def measure_drain(directory: str, kind: str, queued: int, workers: int = 1) -> D
 
 def measure_flows(directory: str, count: int) -> Dict[str, float]:
     db = os.path.join(directory, "flows.sqlite")
-    bench.fill(db, workflows=count)
+    fill(db, workflows=count)
     bench.WORKERS = 1
     try:
         return bench._measure(db, "threads-p4", "workflows", count, flows=True)
@@ -162,79 +177,100 @@ def main() -> None:
     parser.add_argument("--workflows", type=int, default=1000)
     parser.add_argument("--latency", type=int, default=300)
     parser.add_argument("--skip-sdk", action="store_true")
+    parser.add_argument("--baseline", default="", help="a directory holding another tree's sync_worker package: "
+                        "every figure of ours is measured on it too, in the same rounds, and printed as a ratio")
     args = parser.parse_args()
     from _noise import NoiseProbe
 
     noise = NoiseProbe(core=bench.SERVER_CORE)
     bench._pin(bench.WORKER_CORE)
     queued = [int(q) for q in args.queued.split(",") if q]
-    per_act: Dict[str, List[float]] = {}
-    per_start: List[float] = []
-    drains: Dict[str, List[float]] = {}
-    drain_cpu: Dict[str, List[float]] = {}
-    flows: List[float] = []
-    flow_cpu: List[float] = []
-    lat50: List[float] = []
-    lat99: List[float] = []
+    trees = [("ours", "")] + ([("base", os.path.abspath(args.baseline))] if args.baseline else [])
+    got: Dict[str, List[float]] = {}
+
+    def note(key: str, value: float) -> None:
+        got.setdefault(key, []).append(value)
+
     with tempfile.TemporaryDirectory(prefix="devserver-targets-") as directory:
         for round_no in range(args.rounds):
             noise.sample(3)
-            for kind in ("raw", "threads-p4"):
-                db = os.path.join(directory, "cpu.sqlite")
-                bench.fill(db, activities=300 + args.measured)
-                bench.WORKERS = 4
-                one = bench._measure(db, kind, "activities", args.measured)
-                _clean(db)
-                per_act.setdefault(kind, []).append(1000 * one["server_share"] / max(1e-9, one["rate"]))
-                print(f"round {round_no + 1}: server CPU per activity, 4 {kind} processes: "
-                      f"{per_act[kind][-1]:.3f} ms ({one['rate']:.0f}/s)", flush=True)
-            per_start.append(measure_starts(directory, args.starts))
-            print(f"round {round_no + 1}: server CPU per start: {per_start[-1]:.3f} ms", flush=True)
-            cases = [("threads-p4", q) for q in queued] + ([] if args.skip_sdk else [("sdk", 3000)])
-            for kind, q in cases:
-                one = measure_drain(directory, kind, q)
-                key = f"{kind} {q}"
-                drains.setdefault(key, []).append(one["rate"])
-                drain_cpu.setdefault(key, []).append(1000 * one["server_share"] / max(1e-9, one["rate"]))
-                print(f"round {round_no + 1}: one {kind} worker process drains {q} queued: {one['rate']:.0f}/s, "
-                      f"server {drain_cpu[key][-1]:.3f} ms CPU/activity", flush=True)
-            one = measure_flows(directory, args.workflows)
-            flows.append(one["rate"])
-            flow_cpu.append(1000 * one["server_share"] / max(1e-9, one["rate"]))
-            print(f"round {round_no + 1}: one-activity workflows: {flows[-1]:.0f}/s, "
-                  f"server {flow_cpu[-1]:.3f} ms CPU/workflow", flush=True)
-            lat = sorted(measure_latency(directory, args.latency))
-            lat50.append(lat[len(lat) // 2])
-            lat99.append(lat[min(len(lat) - 1, int(len(lat) * 0.99))])
-            print(f"round {round_no + 1}: serial start -> result: p50 {lat50[-1]:.2f} ms, p99 {lat99[-1]:.2f} ms",
-                  flush=True)
+            for label, tree in trees:
+                _tree(tree)
+                r = f"round {round_no + 1} {label}:"
+                for kind in ("raw", "threads-p4"):
+                    db = os.path.join(directory, "cpu.sqlite")
+                    fill(db, activities=300 + args.measured)
+                    bench.WORKERS = 4
+                    one = bench._measure(db, kind, "activities", args.measured)
+                    _clean(db)
+                    note(f"{label} act {kind}", 1000 * one["server_share"] / max(1e-9, one["rate"]))
+                    print(f"{r} server CPU per activity, 4 {kind} processes: "
+                          f"{got[f'{label} act {kind}'][-1]:.3f} ms ({one['rate']:.0f}/s)", flush=True)
+                note(f"{label} start", measure_starts(directory, args.starts))
+                print(f"{r} server CPU per start: {got[f'{label} start'][-1]:.3f} ms", flush=True)
+                cases = [("threads-p4", q) for q in queued]
+                if label == "ours" and not args.skip_sdk:
+                    cases.append(("sdk", 3000))
+                for kind, q in cases:
+                    one = measure_drain(directory, kind, q)
+                    note(f"{label} drain {kind} {q}", one["rate"])
+                    note(f"{label} drain cpu {kind} {q}", 1000 * one["server_share"] / max(1e-9, one["rate"]))
+                    print(f"{r} one {kind} worker process drains {q} queued: {one['rate']:.0f}/s, "
+                          f"server {got[f'{label} drain cpu {kind} {q}'][-1]:.3f} ms CPU/activity", flush=True)
+                one = measure_flows(directory, args.workflows)
+                note(f"{label} flows", one["rate"])
+                note(f"{label} flow cpu", 1000 * one["server_share"] / max(1e-9, one["rate"]))
+                print(f"{r} one-activity workflows: {one['rate']:.0f}/s, "
+                      f"server {got[f'{label} flow cpu'][-1]:.3f} ms CPU/workflow", flush=True)
+                lat = sorted(measure_latency(directory, args.latency))
+                note(f"{label} p50", lat[len(lat) // 2])
+                note(f"{label} p99", lat[min(len(lat) - 1, int(len(lat) * 0.99))])
+                print(f"{r} serial start -> result: p50 {got[f'{label} p50'][-1]:.2f} ms, "
+                      f"p99 {got[f'{label} p99'][-1]:.2f} ms", flush=True)
+            _tree("")
             noise.sample(3)
-    print(f"\nIssue 29 dev server targets; median (min..max) over {args.rounds} round(s)")
-    print(noise.report())
-    for kind, values in per_act.items():
-        ok = "met" if statistics.median(values) <= 0.5 else "not met"
-        print(f"  server CPU per activity (poll + complete), 4 {kind:10s} processes: {_fmt(values)} ms   "
-              f"[target <= 0.5: {ok}]")
-    ok = "met" if statistics.median(per_start) <= 0.35 else "not met"
-    print(f"  server CPU per workflow start: {_fmt(per_start)} ms   [target <= 0.35: {ok}]")
-    ours = [statistics.median(drains[f"threads-p4 {q}"]) for q in queued]
+    report(got, queued, args.rounds, noise.report(), args.baseline)
+
+
+def report(got: Dict[str, List[float]], queued: List[int], rounds: int, noise: str, baseline: str) -> None:
+    def med(key: str) -> float:
+        return statistics.median(got[key])
+
+    def base(key: str, spec: str = ".3f", lower_is_better: bool = True) -> str:
+        if f"base {key}" not in got:
+            return ""
+        ratio = med(f"ours {key}") / med(f"base {key}")
+        return f"  | baseline {_fmt(got[f'base {key}'], spec)}: ours x{ratio:.2f}"
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "not met"
+
+    print(f"\nIssue 29 dev server targets; median (min..max) over {rounds} round(s)"
+          + (f"; baseline: the dev server of {baseline}, same workers, same run" if baseline else ""))
+    print(noise)
+    for kind in ("raw", "threads-p4"):
+        key = f"act {kind}"
+        print(f"  server ms CPU per activity (poll + complete), 4 {kind:10s} processes: {_fmt(got['ours ' + key])}"
+              f"   [target <= 0.5: {verdict(med('ours ' + key) <= 0.5)}]{base(key)}")
+    print(f"  server ms CPU per workflow start: {_fmt(got['ours start'])}"
+          f"   [target <= 0.35: {verdict(med('ours start') <= 0.35)}]{base('start')}")
+    rates = []
     for q in queued:
-        key = f"threads-p4 {q}"
-        line = (f"  one worker process of ours drains {q:6d} queued: {_fmt(drains[key], '.0f')} activities/s, "
-                f"server {_fmt(drain_cpu[key])} ms CPU/activity")
-        sdk = drains.get(f"sdk {q}")
-        if sdk:
-            ratio = statistics.median(drains[key]) / statistics.median(sdk)
-            line += f"; the SDK's worker {_fmt(sdk, '.0f')}/s: x{ratio:.2f}"
+        key = f"drain threads-p4 {q}"
+        rates.append(med("ours " + key))
+        line = (f"  one worker process of ours drains {q:6d} queued: {_fmt(got['ours ' + key], '.0f')} activities/s, "
+                f"server {_fmt(got[f'ours drain cpu threads-p4 {q}'])} ms CPU/activity{base(key, '.0f')}")
+        if f"ours drain sdk {q}" in got:
+            ratio = med("ours " + key) / med(f"ours drain sdk {q}")
+            line += f"; the SDK's worker {_fmt(got[f'ours drain sdk {q}'], '.0f')}/s: ours x{ratio:.2f}"
         print(line)
-    ok = "met" if min(ours) >= 1500 else "not met"
-    print(f"  drain flatness slowest/fastest {min(ours) / max(ours):.2f}   [target >= 1,500/s at every size: {ok}]")
-    ok = "met" if statistics.median(flows) >= 500 else "not met"
-    print(f"  one-activity workflows/s, one worker process: {_fmt(flows, '.0f')}, server {_fmt(flow_cpu)} ms "
-          f"CPU/workflow   [target >= 500/s: {ok}]")
-    ok = "met" if statistics.median(lat50) <= 3 else "not met"
-    print(f"  serial start -> result latency: p50 {_fmt(lat50, '.2f')} ms, p99 {_fmt(lat99, '.2f')} ms   "
-          f"[target <= 3 ms: {ok}]")
+    print(f"  drain flatness slowest/fastest {min(rates) / max(rates):.2f}"
+          f"   [target >= 1,500/s at every size: {verdict(min(rates) >= 1500)}]")
+    print(f"  one-activity workflows/s, one worker process: {_fmt(got['ours flows'], '.0f')}, server "
+          f"{_fmt(got['ours flow cpu'])} ms CPU/workflow   [target >= 500/s: {verdict(med('ours flows') >= 500)}]"
+          f"{base('flows', '.0f')}")
+    print(f"  serial start -> result latency: p50 {_fmt(got['ours p50'], '.2f')} ms, p99 {_fmt(got['ours p99'], '.2f')}"
+          f" ms   [target <= 3 ms: {verdict(med('ours p50') <= 3)}]{base('p50', '.2f')}")
 
 
 if __name__ == "__main__":

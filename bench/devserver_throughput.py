@@ -57,6 +57,11 @@ from typing import Dict, List, Tuple
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
+#: Another tree's ``sync_worker`` for every process of this bench (a baseline in the same run:
+#: ``git archive <commit> sync_worker | tar -x -C DIR``; ``devserver_targets.py --baseline DIR``).
+BASELINE_TREE = os.environ.get("DEVSERVER_BENCH_TREE")
+if BASELINE_TREE:
+    sys.path.insert(0, BASELINE_TREE)
 
 QUEUE = "bench"
 NOOP_TYPE = "bench.noop"
@@ -135,13 +140,15 @@ def server_child(db: str) -> None:
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    # DEVSERVER_BENCH_GROUP_COMMIT=0: one COMMIT per transaction (the figure before group commit)
-    with DevServer(port=0, db=db, group_commit=os.environ.get("DEVSERVER_BENCH_GROUP_COMMIT") != "0") as server:
+    options = {}
+    if os.environ.get("DEVSERVER_BENCH_GROUP_COMMIT") == "0":  # one COMMIT per transaction
+        options["group_commit"] = False
+    with DevServer(port=0, db=db, **options) as server:
         start = _cpu()
         print(f"PORT {server.port}", flush=True)
         stop.wait()
         print("CPU " + json.dumps(_cpu() - start), flush=True)
-        print("COMMITS " + json.dumps(server.engine.store._commits), flush=True)
+        print("COMMITS " + json.dumps(getattr(server.engine.store, "_commits", 0)), flush=True)
 
 
 def _raw_request(path: str, host: str, body: Dict[str, object], accept: str = "application/json") -> bytes:
@@ -419,6 +426,8 @@ def main() -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_server":
         server_child(sys.argv[2])
+    elif len(sys.argv) > 1 and sys.argv[1] == "_fill":
+        fill(sys.argv[2], **json.loads(sys.argv[3]))
     elif len(sys.argv) > 1 and sys.argv[1] == "_worker":
         worker_child(sys.argv[2], sys.argv[3], sys.argv[4] == "1")
     else:
