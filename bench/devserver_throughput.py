@@ -27,6 +27,10 @@ server process over the timed window / completions) with min/median/max over the
 figure to judge flatness by on a noisy machine, since it does not depend on how fast the workers
 on the other core happened to be.
 
+``DEVSERVER_BENCH_GROUP_COMMIT=0`` runs the server with ``group_commit=False`` (one COMMIT per
+transaction); ``DEVSERVER_BENCH_TREE=DIR`` runs every process on another tree's ``sync_worker``
+(a baseline in the same minute). Each case also prints the server's COMMITs per activity.
+
 ``--workflows N`` also times N one-activity workflows (start, workflow task, activity, workflow
 task, completed) with our worker (4 processes, workflow and activity pollers).
 """

@@ -65,10 +65,9 @@ def test_a_failed_transaction_in_an_open_batch_undoes_only_its_own_work(tmp_path
         with engine.tx():
             engine.store.put("kv", {"key": "kept", "namespace": "default", "kind": "t"})
         assert engine.store.batch_open  # left open for the next request to join
-        with pytest.raises(ApiError):
-            with engine.tx():
-                engine.store.put("kv", {"key": "undone", "namespace": "default", "kind": "t"})
-                raise ApiError(409, "conflict", "no")
+        with pytest.raises(ApiError), engine.tx():
+            engine.store.put("kv", {"key": "undone", "namespace": "default", "kind": "t"})
+            raise ApiError(409, "conflict", "no")
         assert engine.store.batch_open
         with engine.tx():
             engine.store.put("kv", {"key": "also-kept", "namespace": "default", "kind": "t"})
