@@ -27,6 +27,10 @@ server process over the timed window / completions) with min/median/max over the
 figure to judge flatness by on a noisy machine, since it does not depend on how fast the workers
 on the other core happened to be.
 
+``DEVSERVER_BENCH_GROUP_COMMIT=0`` runs the server with ``group_commit=False`` (one COMMIT per
+transaction); ``DEVSERVER_BENCH_TREE=DIR`` runs every process on another tree's ``sync_worker``
+(a baseline in the same minute). Each case also prints the server's COMMITs per activity.
+
 ``--workflows N`` also times N one-activity workflows (start, workflow task, activity, workflow
 task, completed) with our worker (4 processes, workflow and activity pollers).
 """
@@ -57,6 +61,11 @@ from typing import Dict, List, Tuple
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
+#: Another tree's ``sync_worker`` for every process of this bench (a baseline in the same run:
+#: ``git archive <commit> sync_worker | tar -x -C DIR``; ``devserver_targets.py --baseline DIR``).
+BASELINE_TREE = os.environ.get("DEVSERVER_BENCH_TREE")
+if BASELINE_TREE:
+    sys.path.insert(0, BASELINE_TREE)
 
 QUEUE = "bench"
 NOOP_TYPE = "bench.noop"
@@ -135,11 +144,15 @@ def server_child(db: str) -> None:
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with DevServer(port=0, db=db) as server:
+    options = {}
+    if os.environ.get("DEVSERVER_BENCH_GROUP_COMMIT") == "0":  # one COMMIT per transaction
+        options["group_commit"] = False
+    with DevServer(port=0, db=db, **options) as server:
         start = _cpu()
         print(f"PORT {server.port}", flush=True)
         stop.wait()
         print("CPU " + json.dumps(_cpu() - start), flush=True)
+        print("COMMITS " + json.dumps(getattr(server.engine.store, "_commits", 0)), flush=True)
 
 
 def _raw_request(path: str, host: str, body: Dict[str, object], accept: str = "application/json") -> bytes:
@@ -293,7 +306,10 @@ def _measure(db: str, kind: str, what: str, target: int, flows: bool = False) ->
     if not [line for line in rest.splitlines() if line.startswith("CPU ")]:
         raise RuntimeError("the dev server did not report its CPU")
     wall = max(1e-6, last - first)
-    return {"rate": (target - first_done) / wall, "server_share": (cpu_last - cpu_first) / wall}
+    commits = [int(line.split()[1]) for line in rest.splitlines() if line.startswith("COMMITS ")]
+    done = _done_count(db, what)
+    return {"rate": (target - first_done) / wall, "server_share": (cpu_last - cpu_first) / wall,
+            "commits": (commits[0] / done) if commits and done else float("nan")}
 
 
 def _template(directory: str, stored: int) -> str:
@@ -350,7 +366,8 @@ def main() -> None:
                     costs.setdefault((kind, ready, stored), []).append(ms_cpu)
                     print(f"round {round_no + 1} {kind:11s} ready {ready:6d} stored {stored:6d}: "
                           f"{one['rate']:6.0f} activities/s  server {100 * one['server_share']:.0f}% of a core, "
-                          f"{1000 * one['server_share'] / max(1e-9, one['rate']):.2f} ms CPU/activity", flush=True)
+                          f"{1000 * one['server_share'] / max(1e-9, one['rate']):.2f} ms CPU/activity, "
+                          f"{one['commits']:.2f} commits/activity", flush=True)
                     for suffix in ("", "-wal", "-shm"):
                         if os.path.exists(db + suffix):
                             os.unlink(db + suffix)
@@ -413,6 +430,8 @@ def main() -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_server":
         server_child(sys.argv[2])
+    elif len(sys.argv) > 1 and sys.argv[1] == "_fill":
+        fill(sys.argv[2], **json.loads(sys.argv[3]))
     elif len(sys.argv) > 1 and sys.argv[1] == "_worker":
         worker_child(sys.argv[2], sys.argv[3], sys.argv[4] == "1")
     else:

@@ -207,7 +207,8 @@ class _Handler(socketserver.StreamRequestHandler):
                 response_ = UiResponse(400, b"incomplete form body", content_type="text/plain; charset=utf-8")
             else:
                 try:
-                    response_ = self.server.ui.handle(method, path, query, self.headers, body)
+                    with self.server.routes.engine.grouped():
+                        response_ = self.server.ui.handle(method, path, query, self.headers, body)
                 except Exception:
                     log.exception("dev server UI bug while handling %s %s", method, self.path)
                     self.close_connection = True
@@ -245,7 +246,8 @@ class _Handler(socketserver.StreamRequestHandler):
                 raise ApiError(404, "route_not_found", f"no route for {method} {path}")
             request = Request(method=method, path=path, query=query, headers=self.headers, namespace=namespace,
                               plane=plane, body=body, params=params, client_connected=self._client_connected)
-            status, payload = handler(routes, request)
+            with engine.grouped():  # the answer leaves after the batch it depends on is committed
+                status, payload = handler(routes, request)
             self._send(status, payload, extra_headers)
         except ApiError as exc:
             if not self._body_read:
@@ -285,7 +287,7 @@ class DevServer:
                  stale_after_seconds: int = 120, max_request_bytes: int = 4 * 1024 * 1024,
                  max_payload_bytes: int = 2 * 1024 * 1024, enforce_workflow_timeouts: bool = True,
                  worker_token: Optional[str] = None, control_token: Optional[str] = None,
-                 clock: Optional[Clock] = None, trace_context: bool = False) -> None:
+                 clock: Optional[Clock] = None, trace_context: bool = False, group_commit: bool = True) -> None:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.config = Config(
             namespaces=tuple(namespaces), token=token, worker_token=worker_token, control_token=control_token,
@@ -296,7 +298,7 @@ class DevServer:
             heartbeat_interval_seconds=heartbeat_interval_seconds,
             stale_after_seconds=stale_after_seconds, max_request_bytes=max_request_bytes,
             max_payload_bytes=max_payload_bytes, enforce_workflow_timeouts=enforce_workflow_timeouts,
-            trace_context=trace_context)
+            trace_context=trace_context, group_commit=group_commit)
         self.host = host
         self.port = port
         self.db = db

@@ -154,7 +154,7 @@ def set_external_storage(engine: Engine, name: str, body: Dict[str, Any]) -> Dic
 
 # -- cross-namespace fences ----------------------------------------------------------------------
 def reserved_elsewhere(engine: Engine, namespace: str, workflow_id: str) -> bool:
-    return engine.store.count("runs", "workflow_id = ? AND namespace != ?", (workflow_id, namespace)) > 0
+    return bool(engine.store.select("runs", "workflow_id = ? AND namespace != ?", (workflow_id, namespace), limit=1))
 
 
 def refuse_reserved(workflow_id: str) -> ApiError:

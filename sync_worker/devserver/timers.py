@@ -102,6 +102,7 @@ class Scheduler:
         engine = self.engine
         ts = engine.now()
         with engine.lock:
+            engine.store.flush()  # a batch a long poll left open (its answer waits for nothing in it)
             due_timers = engine.store.select("timers", "state = 'pending' AND fire_at <= ?", (ts,),
                                              order="fire_at", limit=200)
             due_tasks = engine.store.select("wf_tasks", "state IN ('delayed', 'leased') AND due_at <= ?", (ts,),

@@ -34,7 +34,7 @@ def server() -> Iterator[DevServer]:
 def test_activity_claim_is_an_indexed_lookup(server: DevServer) -> None:
     conn = server.engine.store._conn
     plan = " ".join(str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + _CLAIM, ("default", "q")))
-    assert "acts_claim" in plan and "TEMP B-TREE" not in plan, plan
+    assert "acts_ready" in plan and "TEMP B-TREE" not in plan, plan
 
 
 def test_claim_still_takes_the_oldest_ready_activity(server: DevServer) -> None:
