@@ -136,6 +136,12 @@ def _history(client: Client, workflow_id: str) -> List[Dict[str, Any]]:
     return list(client.iter_history(workflow_id, run_id))
 
 
+def _stream_messages_applied(client: Client, workflow_id: str) -> int:
+    return sum(event.get("event_type") == "SignalApplied"
+               and (event.get("payload") or {}).get("signal_name") == "__durable_workflow_message_stream"
+               for event in _history(client, workflow_id))
+
+
 def _opens(client: Client, workflow_id: str) -> int:
     return sum(event.get("event_type") == "ConditionWaitOpened" for event in _history(client, workflow_id))
 
@@ -225,6 +231,12 @@ def test_message_streams_signals_and_updates_resume(client: Client) -> None:
             if round_ % 2 == 0:
                 for index, text in enumerate(messages):
                     client.append_message_stream(handle.workflow_id, "inbox", text, message_id=f"msg-{round_}-{index}")
+                # The server applies one message per workflow task: the stream has all three when
+                # the code asks only once each has been applied (without this wait the code may
+                # take a batch of two, a legal outcome that replays as recorded).
+                applied = len(expected) + len(messages)
+                wait_for(lambda applied=applied: _stream_messages_applied(client, handle.workflow_id) >= applied,
+                         timeout=30)
                 _RELEASE.release()
             else:
                 opened = _opens(client, handle.workflow_id)
