@@ -50,6 +50,7 @@ _SETTING_FIELDS: Dict[str, str] = {
     "STICKY_CACHE_CAPACITY": "sticky_cache_capacity",
     "STICKY_CACHE_MAX_BYTES": "sticky_cache_max_bytes",
     "STICKY_CACHE_TTL_SECONDS": "sticky_cache_ttl_seconds",
+    "MAX_CONCURRENT_WORKER_SESSIONS": "max_concurrent_worker_sessions",
 }
 # external_storage* are also the Client's: the environment and settings give them to ClientOptions
 # (every door's client carries them, and a worker takes what its client has); here they are keywords.

@@ -74,6 +74,7 @@ DEFAULTS: Dict[str, Any] = {
     "ACTIVITY_POLLERS": _WORKER.max_concurrent_activity_task_polls,
     "WORKFLOW_POLLERS": _WORKER.max_concurrent_workflow_task_polls,
     "STICKY_CACHE_CAPACITY": _WORKER.sticky_cache_capacity,
+    "MAX_CONCURRENT_WORKER_SESSIONS": _WORKER.max_concurrent_worker_sessions,  # docs/sessions.md
     "SHUTDOWN_TIMEOUT": _WORKER.shutdown_timeout,
     "POLL_TIMEOUT": _WORKER.poll_timeout,
     "HEARTBEAT_INTERVAL": _WORKER.heartbeat_interval,
@@ -121,6 +122,7 @@ _RULES: Dict[str, Tuple[str, rules.Rule]] = {
     "ACTIVITY_POLLERS": (E_NUMBER, rules.positive_int),
     "WORKFLOW_POLLERS": (E_NUMBER, rules.positive_int),
     "STICKY_CACHE_CAPACITY": (E_NUMBER, rules.optional_non_negative_int),
+    "MAX_CONCURRENT_WORKER_SESSIONS": (E_NUMBER, rules.positive_int),
     "SHUTDOWN_TIMEOUT": (E_NUMBER, rules.non_negative_seconds),
     "POLL_TIMEOUT": (E_NUMBER, rules.non_negative_seconds),
     "HEARTBEAT_INTERVAL": (E_NUMBER, rules.positive_seconds),
@@ -172,6 +174,7 @@ class WorkerConfig:
     activity_pollers: int = 1
     workflow_pollers: int = 1
     sticky_cache_capacity: Optional[int] = None
+    max_concurrent_worker_sessions: int = _WORKER.max_concurrent_worker_sessions
     external_storage: Any = None
     external_storage_threshold_bytes: Optional[int] = None
     sources: Dict[str, str] = field(default_factory=dict, compare=False)
@@ -197,7 +200,8 @@ class WorkerConfig:
             max_concurrent_workflow_task_polls=self.workflow_pollers,
             max_concurrent_activity_task_polls=self.activity_pollers, shutdown_timeout=self.shutdown_timeout,
             heartbeat_interval=self.heartbeat_interval, pool=self.pool,
-            sticky_cache_capacity=self.sticky_cache_capacity)
+            sticky_cache_capacity=self.sticky_cache_capacity,
+            max_concurrent_worker_sessions=self.max_concurrent_worker_sessions)
 
 
 def raw_settings() -> Any:
@@ -400,6 +404,7 @@ def get_config(overrides: Optional[Mapping[str, Any]] = None,
         workflow_pollers=int(merged["WORKFLOW_POLLERS"]),
         sticky_cache_capacity=(None if merged["STICKY_CACHE_CAPACITY"] is None
                                else int(merged["STICKY_CACHE_CAPACITY"])),
+        max_concurrent_worker_sessions=int(merged["MAX_CONCURRENT_WORKER_SESSIONS"]),
         external_storage=merged["EXTERNAL_STORAGE"],
         external_storage_threshold_bytes=merged["EXTERNAL_STORAGE_THRESHOLD_BYTES"],
         sources=sources,

@@ -124,6 +124,15 @@ def test_from_env_reads_the_sync_worker_variables_and_names_a_bad_one() -> None:
     assert str(error) == "SYNC_WORKER_WORKFLOW_POLLERS (environment) must be a positive int, got 'two'"
 
 
+def test_worker_sessions_are_a_setting_and_a_variable() -> None:
+    assert WorkerOptions.from_env({}).max_concurrent_worker_sessions == 10  # the SDK's default
+    options = WorkerOptions.from_env({"SYNC_WORKER_MAX_CONCURRENT_WORKER_SESSIONS": "3"})
+    assert options.max_concurrent_worker_sessions == 3
+    assert WorkerOptions.from_mapping({"MAX_CONCURRENT_WORKER_SESSIONS": 4}).max_concurrent_worker_sessions == 4
+    error = _error(WorkerOptions.from_env, {"SYNC_WORKER_MAX_CONCURRENT_WORKER_SESSIONS": "0"})
+    assert error.key == "SYNC_WORKER_MAX_CONCURRENT_WORKER_SESSIONS"
+
+
 def test_build_makes_the_worker_the_options_describe() -> None:
     with pytest.raises(OptionsError, match="task_queue must be set"):
         WorkerOptions().build(FakeClient())

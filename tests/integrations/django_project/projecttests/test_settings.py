@@ -109,6 +109,15 @@ class SettingsTests(SimpleTestCase):
     def test_the_project_settings_pass_the_checks(self):
         self.assertEqual(checks.run_checks(tags=["sync_worker"]), [])
 
+    def test_worker_sessions_from_settings_reach_the_worker_options(self):
+        with override_settings(SYNC_WORKER={**BASE, "MAX_CONCURRENT_WORKER_SESSIONS": 3}):
+            config = get_config(environ={})
+        self.assertEqual(config.worker_options(config.task_queues[0]).max_concurrent_worker_sessions, 3)
+        with override_settings(SYNC_WORKER=BASE):
+            self.assertEqual(get_config(environ={}).max_concurrent_worker_sessions, 10)  # the SDK's default
+        with override_settings(SYNC_WORKER={**BASE, "MAX_CONCURRENT_WORKER_SESSIONS": 0}):
+            self.assertEqual(ids(problems(environ={})), ["sync_worker.E008"])
+
     def test_external_storage_from_settings_or_the_environment_reaches_the_client(self):
         import tempfile
 
