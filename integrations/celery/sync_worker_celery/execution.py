@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from . import app_trace, errbacks, ratelimit, signals, states
-from .stamping import split_options
 from .einfo import ExceptionInfo
 from .exceptions import Ignore, Reject, Replaced, Retry, TaskRevokedError
 from .request import Context, current_requests
+from .stamping import split_options
 from .timelimits import TimeLimits, interrupt_current
 from .wire import decode_call, exponential_backoff
 

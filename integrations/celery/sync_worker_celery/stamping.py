@@ -10,8 +10,10 @@ run's plan), so a retried, replayed or re-delivered task sees the same stamps:
 ``self.request.stamped_headers`` / ``self.request.stamps`` and the ``task_received`` /
 ``before_task_publish`` signals' request and headers.
 
-Merging follows Celery's documented rules: a visitor's headers win over the keyword headers given
-to ``stamp()``; with ``append_stamps=True`` duplicated stamps are gathered into a list instead.
+Merging follows Celery's code (:func:`merge_stamps`): for a stamp given twice the newer value is kept
+-- the keyword headers of ``stamp()`` over the visitor's, both over the stamps the signature already
+had -- and two list values are joined; with ``append_stamps=True`` duplicated stamps are gathered
+into a list instead.
 """
 
 from __future__ import annotations
@@ -69,8 +71,10 @@ class StampingVisitor:
 
 
 def merge_stamps(into: Dict[str, Any], other: Optional[Dict[str, Any]], append: bool) -> None:
-    """Merge ``other`` into ``into``: dicts recursively, lists extended; another duplicate replaces
-    the value (``append=False``) or is gathered with it into a list (``append=True``)."""
+    """Merge ``other`` into ``into`` by Celery's rules (``celery.canvas._merge_dictionaries``): a key only
+    in ``other`` is added; for a key in both, dicts merge (gathering), two lists are joined, and any
+    other duplicate keeps ``into``'s value -- unless ``append``, which gathers both values into a list
+    (``into``'s first)."""
     if not other:
         return
     for key, value in list(into.items()):
@@ -78,15 +82,16 @@ def merge_stamps(into: Dict[str, Any], other: Optional[Dict[str, Any]], append: 
             continue
         theirs = other[key]
         if isinstance(value, dict) and isinstance(theirs, dict):
-            merge_stamps(value, theirs, append)
-        elif isinstance(value, list) and isinstance(theirs, list):
+            merge_stamps(value, theirs, True)
+            continue
+        if append and isinstance(value, (int, float, str)):
+            value = into[key] = [value]
+        if isinstance(value, list) and isinstance(theirs, list):
             value.extend(item for item in theirs if not (key == STAMPED_HEADERS and item in value))
         elif append:
-            mine = [] if value is None else (list(value) if isinstance(value, (list, tuple)) else [value])
-            mine.append(theirs)
-            into[key] = mine
-        else:
-            into[key] = theirs
+            gathered = [] if value is None else list(value)
+            gathered.append(theirs)
+            into[key] = gathered
     for key, theirs in other.items():
         if key not in into:
             into[key] = theirs
