@@ -271,3 +271,13 @@ class TestStampsOnTheWorker:
         start_input = base64.b64decode(history["payloads"]["arguments"]["data"]["blob"])
         assert start_input.count(b"from-history") == 2 and start_input.count(b"stamped_headers") == 2
         Replayer(workflows=[CanvasWorkflow]).replay(history)  # raises on a divergence
+
+
+def test_revoking_by_stamped_headers_is_refused_by_name(sample_app) -> None:
+    from sync_worker_celery.exceptions import UnsupportedFeature
+    from sync_worker_celery.result import AsyncResult
+
+    with pytest.raises(UnsupportedFeature, match="revoke_by_stamped_headers"):
+        sample_app.control.revoke_by_stamped_headers({"monitoring_id": ["m"]}, terminate=False, reply=True)
+    with pytest.raises(UnsupportedFeature, match="revoke_by_stamped_headers"):
+        AsyncResult("some-id", app=sample_app).revoke_by_stamped_headers({"monitoring_id": "m"})
