@@ -237,7 +237,7 @@ def announce_canvas(app: Celery, plan: Dict[str, Any], signal: Any) -> None:
             **dict(meta.get("headers") or {})}
         body = (tuple(plan.get("args") or ()), dict(plan.get("kwargs") or {}),
                 {"callbacks": None, "errbacks": None, "chain": None, "chord": None})
-        extra = {"properties": {"correlation_id": plan.get("id"), "reply_to": None}, "declare": [],
+        extra: Dict[str, Any] = {"properties": {"correlation_id": plan.get("id"), "reply_to": None}, "declare": [],
                  "retry_policy": None} if signal is signals.before_task_publish else {}
         signal.send(sender=plan.get("name"), body=body, exchange="", routing_key=plan.get("queue"),
                     headers=headers, **extra)
