@@ -57,9 +57,11 @@ class Signature(dict):  # type: ignore[type-arg]
     immutable = property(lambda self: bool(self.get("immutable")),
                          lambda self, value: self.__setitem__("immutable", bool(value)))
 
-    def stamp(self, visitor: Any = None, append_stamps: bool = False, **headers: Any) -> None:
-        """Stamp this signature and everything it runs (:mod:`.stamping`), as Celery's."""
+    def stamp(self, visitor: Any = None, append_stamps: bool = False, **headers: Any) -> Optional[Signature]:
+        """Stamp this signature and everything it runs (:mod:`.stamping`), as Celery's (which returns a
+        task signature itself, and None for a canvas)."""
         stamp_signature(self, visitor, append_stamps, headers)
+        return self if self.subtask_type is None else None
 
     def stamp_links(self, visitor: Any = None, append_stamps: bool = False, **headers: Any) -> None:
         """Stamp only this signature's callbacks and errbacks, as Celery's."""

@@ -154,7 +154,10 @@ def apply_eagerly(task: Task, args: Tuple[Any, ...], kwargs: Dict[str, Any], *, 
     app = task.app
     propagate = app.conf.task_eager_propagates if throw is None else throw
     options, stamps = split_options(dict(options))
-    if stamps:  # a stamped call: its stamps are headers (request.stamped_headers / request.stamps)
+    if stamps:  # a stamped call: its stamps are headers (request.stamped_headers / request.stamps);
+        # eagerly each value is a list, as Celery's Task.apply builds the request
+        stamps["stamps"] = {k: v if isinstance(v, list) else ([] if v is None else [v])
+                            for k, v in stamps["stamps"].items()}
         options["headers"] = {**dict(options.get("headers") or {}), **stamps}
     caller = current_requests.top  # applied from inside a running task: its child, as in Celery
     if caller is not None and caller.id and not options.get("parent_id"):

@@ -180,8 +180,10 @@ def test_an_eager_call_sees_its_stamps() -> None:
     from proj.tasks import stamps_view
 
     sig = stamps_view.si()
-    sig.stamp(visitor=Fixed(stamp=42), monitoring_id="m")
-    assert sig.apply().get() == [["monitoring_id", "stamp"], {"stamp": 42, "monitoring_id": "m"}]
+    sig.stamp(visitor=Fixed(stamp=42, tags=["a"]), monitoring_id="m")
+    # eagerly every value is a list, as Celery's Task.apply builds the request
+    assert sig.apply().get() == [["monitoring_id", "stamp", "tags"],
+                                 {"stamp": [42], "monitoring_id": ["m"], "tags": ["a"]}]
 
 
 # -- live: the stamps travel with the task ---------------------------------------------------------------
