@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence
 
 from .exceptions import UnsupportedFeature
+from .stamping import StampingVisitor, stamp_signature
 
 if TYPE_CHECKING:  # pragma: no cover
     from .app import Celery
@@ -56,10 +57,17 @@ class Signature(dict):  # type: ignore[type-arg]
     immutable = property(lambda self: bool(self.get("immutable")),
                          lambda self, value: self.__setitem__("immutable", bool(value)))
 
-    def stamp(self, visitor: Any = None, append_stamps: bool = False, **headers: Any) -> None:
-        raise UnsupportedFeature(STAMPING_REFUSED)
+    def stamp(self, visitor: Any = None, append_stamps: bool = False, **headers: Any) -> Optional[Signature]:
+        """Stamp this signature and everything it runs (:mod:`.stamping`), as Celery's (which returns a
+        task signature itself, and None for a canvas)."""
+        stamp_signature(self, visitor, append_stamps, headers)
+        return self if self.subtask_type is None else None
 
-    stamp_links = stamp
+    def stamp_links(self, visitor: Any = None, append_stamps: bool = False, **headers: Any) -> None:
+        """Stamp only this signature's callbacks and errbacks, as Celery's."""
+        from .stamping import stamp_links
+
+        stamp_links(self, visitor, append_stamps, headers)
 
     @property
     def id(self) -> Optional[str]:
@@ -185,18 +193,6 @@ class Signature(dict):  # type: ignore[type-arg]
         from .canvas_workflow import start_canvas
 
         return start_canvas(self.app, self, root_id, queue)
-
-
-STAMPING_REFUSED = ("canvas stamping (Signature.stamp, StampingVisitor, stamped_headers) is not supported by "
-                    "sync_worker_celery: put the values in the task's headers= (apply_async(headers=...), read "
-                    "as self.request.<name>) instead")
-
-
-class StampingVisitor:
-    """Celery's stamping visitor base: refused when instantiated (stamping is not supported)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise UnsupportedFeature(STAMPING_REFUSED)
 
 
 def _flatten(tasks: Sequence[Any]) -> List[Any]:

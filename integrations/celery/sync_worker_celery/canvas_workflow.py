@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, Any, Dict, Generator, List, Optional
 from sync_worker import workflow
 from sync_worker.errors import ActivityFailed, ChildWorkflowFailed
 
-from . import errbacks
+from . import errbacks, signals
 from .canvas_stream import HEADER_END_SIGNAL, HEADER_SIGNAL
-from .publish import activity_options, resolve_queue
+from .publish import activity_options, announce_canvas, resolve_queue
 from .replace import plan_of
+from .stamping import linked_signatures, split_options, with_signature
 from .wire import encode_call
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,7 +64,9 @@ def compile_plan(app: Celery, sig: Signature, root_id: str, counter: Optional[Li
     kind = sig.subtask_type
     if kind in ("chain", "group", "chord"):
         if kind == "chain":
-            members = sig.tasks  # type: ignore[attr-defined]
+            # a one-task group in a chain is that task (Celery's maybe_unroll_group, issue #1656)
+            members = [m.tasks[0] if m.subtask_type == "group" and len(m.tasks) == 1 else m
+                       for m in sig.tasks]  # type: ignore[attr-defined]
             timing = {k: sig.options[k] for k in ("countdown", "eta") if sig.options.get(k) is not None}
             if timing and members:  # a chain's countdown/eta delays its first task, as in Celery
                 members = [members[0].clone(**timing), *members[1:]]
@@ -79,13 +82,16 @@ def compile_plan(app: Celery, sig: Signature, root_id: str, counter: Optional[Li
             plan = {"kind": "chord", "id": sig.id or next_id(), "header": header, "body": body}
         on_header = bool(app.conf.get("task_allow_error_cb_on_chord_header"))
         for key in ("link", "link_error"):
-            for callback in sig.options.get(key) or []:
-                compiled = compile_plan(app, maybe_signature(callback, app=app), root_id, counter)
+            for callback in _links(sig.options.get(key)):
+                callback = maybe_signature(callback, app=app)
+                compiled = with_signature(compile_plan(app, callback, root_id, counter), callback)
                 attach_callback(plan, key, errbacks.mark(app, compiled) if key == "link_error" else compiled,
                                 on_header)
         return plan
     task = app.tasks.get(sig.name)
-    options = dict(sig.options)
+    options, stamps = split_options(dict(sig.options))
+    if stamps:  # a stamped task: its stamps travel as headers, as in a Celery message
+        options["headers"] = {**dict(options.get("headers") or {}), **stamps}
     queue = resolve_queue(app, sig.name, sig.args, sig.kwargs, options, task)
     eta = options.get("eta")
     node: Dict[str, Any] = {
@@ -96,12 +102,20 @@ def compile_plan(app: Celery, sig: Signature, root_id: str, counter: Optional[Li
         "options": activity_options(app, task, options),
         "meta": {k: options[k] for k in ("time_limit", "soft_time_limit", "headers", "argsrepr", "kwargsrepr",
                                          "replaced_task_nesting") if options.get(k)},
-        "link": [compile_plan(app, maybe_signature(s, app=app), root_id, counter) for s in options.get("link") or []],
-        "link_error": [errbacks.mark(app, compile_plan(app, maybe_signature(s, app=app), root_id, counter))
-                       for s in options.get("link_error") or []],
+        "link": [with_signature(compile_plan(app, s, root_id, counter), s)
+                 for s in (maybe_signature(c, app=app) for c in _links(options.get("link")))],
+        "link_error": [errbacks.mark(app, with_signature(compile_plan(app, s, root_id, counter), s))
+                       for s in (maybe_signature(c, app=app) for c in _links(options.get("link_error")))],
     }
     assert isinstance(sig, Sig)
     return node
+
+
+def _links(value: Any) -> List[Any]:
+    """``options["link"]``/``["link_error"]``: a list, or one signature (Celery accepts both)."""
+    if not value:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def _immutable(plan: Dict[str, Any]) -> Dict[str, Any]:
@@ -148,7 +162,12 @@ def start_canvas(app: Celery, sig: Signature, root_id: str, queue: str) -> Any:
         plan["celery_root"] = _first_task(plan)["id"]  # a chain's root_id is its first task's, as in Celery
     # a one-task run (countdown/eta/link): its task's outcome is readable before its callbacks finish
     memo = {ONE_TASK_MEMO: True} if plan["kind"] == "task" else None
+    announce = plan["kind"] != "task"  # a one-task run comes from send_task, which sends the signals itself
+    if announce:
+        announce_canvas(app, plan, signals.before_task_publish)
     app.client.start_workflow(CANVAS_WORKFLOW, plan, root_id, task_queue=queue, workflow_id=root_id, memo=memo)
+    if announce:
+        announce_canvas(app, plan, signals.after_task_publish)
     if plan["kind"] == "group":
         members = [AsyncResult(m.get("id") or f"{root_id}~?", app=app) for m in plan["tasks"]]
         return GroupResult(root_id, members, app=app)
@@ -244,7 +263,8 @@ class CanvasWorkflow:
         args = list(node["args"])
         if has_parent and not node.get("immutable"):
             args = [parent, *args]
-        meta = dict(node.get("meta") or {}, id=node["id"], root_id=self.celery_root or root, parent_id=parent_id)
+        meta = dict(node.get("meta") or {}, id=node["id"], root_id=self.celery_root or root, parent_id=parent_id,
+                    **linked_signatures(node))
         opts = node["options"]
         self.members[node["id"]] = {"state": "STARTED", "name": node["name"]}
         return ctx.schedule_activity(

@@ -25,6 +25,7 @@ from . import app_trace, errbacks, ratelimit, signals, states
 from .einfo import ExceptionInfo
 from .exceptions import Ignore, Reject, Replaced, Retry, TaskRevokedError
 from .request import Context, current_requests
+from .stamping import split_options
 from .timelimits import TimeLimits, interrupt_current
 from .wire import decode_call, exponential_backoff
 
@@ -152,7 +153,12 @@ def apply_eagerly(task: Task, args: Tuple[Any, ...], kwargs: Dict[str, Any], *, 
     task_id = task_id or uuid()
     app = task.app
     propagate = app.conf.task_eager_propagates if throw is None else throw
-    options = dict(options)
+    options, stamps = split_options(dict(options))
+    if stamps:  # a stamped call: its stamps are headers (request.stamped_headers / request.stamps);
+        # eagerly each value is a list, as Celery's Task.apply builds the request
+        stamps["stamps"] = {k: v if isinstance(v, list) else ([] if v is None else [v])
+                            for k, v in stamps["stamps"].items()}
+        options["headers"] = {**dict(options.get("headers") or {}), **stamps}
     caller = current_requests.top  # applied from inside a running task: its child, as in Celery
     if caller is not None and caller.id and not options.get("parent_id"):
         options.update(parent_id=caller.id, root_id=options.get("root_id") or caller.root_id or caller.id)
@@ -298,6 +304,10 @@ def activity_for(task: Task) -> Callable[..., Any]:
         request._publish_state = ctx.heartbeat_sync  # type: ignore[attr-defined]
         request.argsrepr, request.kwargsrepr = meta.get("argsrepr"), meta.get("kwargsrepr")
         request.replaced_task_nesting = int(meta.get("replaced_task_nesting") or 0)
+        request.callbacks, request.errbacks = meta.get("callbacks"), meta.get("errbacks")
+        # the message body as Celery's worker Request keeps it (handlers of task_received read it)
+        request._Request__payload = (list(args), dict(kwargs), {  # type: ignore[attr-defined]
+            "callbacks": request.callbacks, "errbacks": request.errbacks, "chain": None, "chord": None})
         app_trace.log_received(request)
         signals.task_received.send(sender=None, request=request)
         if not app.conf.worker_disable_rate_limits:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from . import notices, signals
 from .exceptions import UnsupportedFeature
+from .stamping import split_options
 from .task import Task
 from .wire import encode_call, retry_policy_for
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .app import Celery
     from .result import AsyncResult
 
-__all__ = ["activity_options", "resolve_queue", "send_task", "seconds_until"]
+__all__ = ["activity_options", "announce_canvas", "resolve_queue", "send_task", "seconds_until"]
 
 #: apply_async options that change nothing here (one notice each).
 IGNORED_PUBLISH_OPTIONS = {
@@ -161,6 +162,7 @@ def send_task(app: Celery, name: str, args: Sequence[Any] = (), kwargs: Optional
     caller = current_requests.top  # published from inside a running task: its child, as in Celery
     if caller is not None and caller.id and not options.get("parent_id"):
         options = dict(options, parent_id=caller.id, root_id=options.get("root_id") or caller.root_id or caller.id)
+    options, stamps = split_options(options)  # stamps go to the headers, never the properties (as Celery's)
     extra_properties = _check_options(options)
     task_id = task_id or uuid()
     queue = resolve_queue(app, name, args, kwargs, options, task)
@@ -178,7 +180,9 @@ def send_task(app: Celery, name: str, args: Sequence[Any] = (), kwargs: Optional
     }
     custom = dict(options.get("headers") or {})
     headers.update(custom)
-    body = (args, kwargs, {"callbacks": None, "errbacks": None, "chain": None, "chord": None})
+    headers.update(stamps)
+    body = (args, kwargs, {"callbacks": _listify(link) or None, "errbacks": _listify(link_error) or None,
+                           "chain": None, "chord": None})
     properties = {"correlation_id": task_id, "reply_to": None, **extra_properties}
     signals.before_task_publish.send(sender=name, body=body, exchange="", routing_key=queue, headers=headers,
                                      properties=properties, declare=[], retry_policy=None)
@@ -215,6 +219,31 @@ def send_task(app: Celery, name: str, args: Sequence[Any] = (), kwargs: Optional
         result = AsyncResult(task_id, app=app, task_name=name)
     signals.after_task_publish.send(sender=name, body=body, exchange="", routing_key=queue, headers=headers)
     return result
+
+
+def announce_canvas(app: Celery, plan: Dict[str, Any], signal: Any) -> None:
+    """Send ``before_task_publish``/``after_task_publish`` (``signal``) for each task a canvas run is started
+    with (its members, not its callbacks): starting the run publishes them, as Celery's apply_async does.
+    The headers are the task's as its worker sees them (custom headers, stamps)."""
+    kind = plan.get("kind")
+    if kind == "task":
+        meta = dict(plan.get("meta") or {})
+        headers: Dict[str, Any] = {
+            "lang": "py", "task": plan.get("name"), "id": plan.get("id"), "eta": plan.get("eta"), "expires": None,
+            "retries": 0, "root_id": plan.get("celery_root"), "parent_id": None, "group": None,
+            "timelimit": [meta.get("time_limit"), meta.get("soft_time_limit")],
+            "argsrepr": meta.get("argsrepr") or repr(tuple(plan.get("args") or ())),
+            "kwargsrepr": meta.get("kwargsrepr") or repr(dict(plan.get("kwargs") or {})), "origin": app.origin,
+            **dict(meta.get("headers") or {})}
+        body = (tuple(plan.get("args") or ()), dict(plan.get("kwargs") or {}),
+                {"callbacks": None, "errbacks": None, "chain": None, "chord": None})
+        extra: Dict[str, Any] = {"properties": {"correlation_id": plan.get("id"), "reply_to": None}, "declare": [],
+                 "retry_policy": None} if signal is signals.before_task_publish else {}
+        signal.send(sender=plan.get("name"), body=body, exchange="", routing_key=plan.get("queue"),
+                    headers=headers, **extra)
+    for member in ([plan["header"], plan["body"]] if kind == "chord" else plan.get("tasks") or []):
+        if isinstance(member, dict):
+            announce_canvas(app, member, signal)
 
 
 def _listify(value: Any) -> List[Any]:

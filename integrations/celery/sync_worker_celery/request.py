@@ -18,7 +18,8 @@ class Context:
     headers set at publish time; each is also an attribute, as in Celery), ``origin``,
     ``properties`` (message properties: ``correlation_id``, ``reply_to``, ``delivery_info`` and
     publish options the facade does not know, e.g. ``app_id=``), ``argsrepr``/``kwargsrepr``,
-    ``replaced_task_nesting``.
+    ``replaced_task_nesting``, ``stamped_headers``/``stamps`` (a stamped call's stamps),
+    ``callbacks``/``errbacks`` (a stamped call's linked signatures).
     """
 
     id: Optional[str] = None
@@ -51,6 +52,9 @@ class Context:
     kwargsrepr: Optional[str] = None
     #: how many ``Task.replace`` calls deep this call runs (0 unless it replaced a task)
     replaced_task_nesting: int = 0
+    #: canvas stamping (:mod:`.stamping`): the stamps' names and ``{name: value}`` (message headers)
+    stamped_headers: Optional[List[str]] = None
+    stamps: Optional[Dict[str, Any]] = None
 
     def __init__(self, **fields: Any) -> None:
         headers = fields.pop("headers", None) or {}

@@ -312,6 +312,10 @@ class AsyncResult(ResultBase):
         self.app.control.revoke(self.id, terminate=terminate, signal=signal)
         self._cache = None
 
+    def revoke_by_stamped_headers(self, headers: Any, terminate: bool = False, signal: Any = None,
+                                  wait: bool = False, timeout: Optional[float] = None) -> None:
+        self.app.control.revoke_by_stamped_headers(headers, terminate=terminate)  # refused by name
+
     def forget(self) -> None:
         """Drop the cached state (the server keeps the history; there is nothing else to forget)."""
         self._cache = None

@@ -176,10 +176,8 @@ class TestEager:
         assert add(2, 5) == 7
 
 
-def test_signature_fields_are_assignable_and_stamping_is_refused_by_name() -> None:
+def test_signature_fields_are_assignable() -> None:
     from proj.tasks import add
-    from sync_worker_celery.canvas import StampingVisitor
-    from sync_worker_celery.exceptions import UnsupportedFeature
 
     sig = add.s(1, 2)
     sig.args = (5, 6)
@@ -187,7 +185,3 @@ def test_signature_fields_are_assignable_and_stamping_is_refused_by_name() -> No
     sig.immutable = True
     assert (sig.args, sig["args"], sig.immutable) == ((5, 6), (5, 6), True)
     assert sig.apply().get() == 11
-    with pytest.raises(UnsupportedFeature, match="stamping"):
-        sig.stamp(visitor=None, monitoring_id="x")
-    with pytest.raises(UnsupportedFeature, match="stamping"):
-        StampingVisitor()

@@ -184,3 +184,9 @@ def start_a_chain():
     from sync_worker_celery import chain, group
 
     return chain(add.s(1, 1), group(add.s(2), add.s(3)), tsum.s()).apply_async()
+
+
+@app.task(bind=True)
+def stamps_view(self, *args):
+    """The call's stamps (canvas stamping): ``[stamped_headers, stamps]``."""
+    return [sorted(self.request.stamped_headers or []), self.request.stamps]
