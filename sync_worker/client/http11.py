@@ -207,14 +207,19 @@ def _parse_head(head: bytes) -> Tuple[bytes, int, Dict[bytes, bytes]]:
     for line in lines[1:]:
         if len(line) + 2 > MAX_LINE:
             raise http.client.LineTooLong("header line")
-        name, colon, value = line.partition(b":")
-        if not colon:
-            raise http.client.HTTPException("malformed header line")
-        key = name.strip().lower()
-        if key in _KEPT:
-            value = value.strip()
-            fields[key] = fields[key] + b", " + value if key in fields else value
+        _keep(fields, line)
     return version, status, fields
+
+
+def _keep(fields: Dict[bytes, bytes], line: bytes) -> None:
+    """Add one header line to ``fields`` when it is one of :data:`_KEPT` (repeats joined by ``, ``)."""
+    name, colon, value = line.partition(b":")
+    if not colon:
+        raise http.client.HTTPException("malformed header line")
+    key = name.strip().lower()
+    if key in _KEPT:
+        value = value.strip()
+        fields[key] = fields[key] + b", " + value if key in fields else value
 
 
 def _status(line: bytes) -> Tuple[bytes, int]:
@@ -235,13 +240,7 @@ def _fields(fp: Reader) -> Dict[bytes, bytes]:
             return fields
         if not line:
             raise http.client.IncompleteRead(b"")
-        name, colon, value = line.partition(b":")
-        if not colon:
-            raise http.client.HTTPException("malformed header line")
-        key = name.strip().lower()
-        if key in _KEPT:
-            value = value.strip()
-            fields[key] = fields[key] + b", " + value if key in fields else value
+        _keep(fields, line.rstrip(b"\r\n"))
     raise http.client.HTTPException(f"more than {MAX_HEADERS} header lines")
 
 

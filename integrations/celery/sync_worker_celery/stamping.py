@@ -159,8 +159,9 @@ def stamp_signature(sig: Signature, visitor: Any = None, append: bool = False,
     from .canvas import _chain, chord, group
 
     headers = dict(headers or {})
-    if isinstance(sig, _chain):
-        extra = (visitor.on_chain_start(sig, **headers) or {}) if visitor is not None else None
+    if isinstance(sig, (_chain, group)):
+        hook = "chain" if isinstance(sig, _chain) else "group"
+        extra = (getattr(visitor, f"on_{hook}_start")(sig, **headers) or {}) if visitor is not None else None
         headers = collect(sig, extra, append, True, headers)
         stamp_links(sig, visitor, append, headers)
         tasks = sig.tasks
@@ -168,18 +169,7 @@ def stamp_signature(sig: Signature, visitor: Any = None, append: bool = False,
             stamp_signature(task, visitor, append, headers)
         sig["kwargs"]["tasks"] = tasks
         if visitor is not None:
-            visitor.on_chain_end(sig, **headers)
-        return
-    if isinstance(sig, group):
-        extra = (visitor.on_group_start(sig, **headers) or {}) if visitor is not None else None
-        headers = collect(sig, extra, append, True, headers)
-        stamp_links(sig, visitor, append, headers)
-        tasks = sig.tasks
-        for task in tasks:
-            stamp_signature(task, visitor, append, headers)
-        sig["kwargs"]["tasks"] = tasks
-        if visitor is not None:
-            visitor.on_group_end(sig, **headers)
+            getattr(visitor, f"on_{hook}_end")(sig, **headers)
         return
     if isinstance(sig, chord):
         extra = (visitor.on_chord_header_start(sig, **headers) or {}) if visitor is not None else None
