@@ -50,6 +50,46 @@ class Config:
     group_commit: bool = True
 
 
+class QueueWaiters:
+    """The long polls waiting on one ``(namespace, kind, queue)``, and the hand-off of wake-ups.
+
+    Each piece of work made ready wakes one waiting poll (``notify(1)``), not all of them: with
+    several pollers per queue, waking every one made each new task cost a thundering herd of
+    thread switches and claim queries on the server's core, and the poll that won waited behind
+    the others. A woken poll that then finds nothing it can take (another poll came in first,
+    the task is for types or a session it does not serve, its client left, or its own wait
+    timed out as the wake-up reached it) passes the wake-up on to every waiter, at most once per
+    wake-up produced (:meth:`pass_on`), so nothing ready is left waiting for a poll's timeout.
+    Callers hold the engine lock (the condition's lock).
+    """
+
+    __slots__ = ("cond", "generation", "parked", "passed_on")
+
+    def __init__(self, cond: threading.Condition) -> None:
+        self.cond = cond
+        self.generation = 0  # wake-ups produced on this queue
+        self.passed_on = 0  # the newest generation already handed to every waiter
+        self.parked = 0  # polls waiting now
+
+    def wait(self, timeout: float) -> None:
+        self.parked += 1
+        try:
+            self.cond.wait(timeout)
+        finally:
+            self.parked -= 1
+
+    def produced(self) -> None:
+        self.generation += 1
+        self.cond.notify(1)
+
+    def pass_on(self, seen: int) -> None:
+        """A poll that waited since generation ``seen`` takes nothing: hand any wake-up produced
+        meanwhile to all the other waiters (once per generation)."""
+        if self.generation != seen and self.passed_on < self.generation:
+            self.passed_on = self.generation
+            self.cond.notify_all()
+
+
 class Engine:
     """Shared state plus the primitives the route handlers and the scheduler build on."""
 
@@ -67,7 +107,7 @@ class Engine:
         self.stopping = False
         #: Task types queued where no registered worker takes them (logged once each).
         self.stranded = StrandedTypes()
-        self._conditions: Dict[Tuple[str, str, str], threading.Condition] = {}
+        self._conditions: Dict[Tuple[str, str, str], QueueWaiters] = {}
         self._last_order: Optional[int] = None  # the newest run's created_order, read once from the store
         self.namespaces = tuple(n.lower() for n in config.namespaces) or ("default",)
         namespaces.bootstrap(self)  # the table is the truth: created namespaces survive a restart
@@ -125,25 +165,26 @@ class Engine:
         with self.lock:
             self.store.flush()
 
-    def condition(self, namespace: str, kind: str, queue: str) -> threading.Condition:
+    def waiters(self, namespace: str, kind: str, queue: str) -> QueueWaiters:
         key = (namespace, kind, queue)
         with self.lock:
             found = self._conditions.get(key)
             if found is None:
-                found = threading.Condition(self.lock)
+                found = QueueWaiters(threading.Condition(self.lock))
                 self._conditions[key] = found
             return found
 
     def notify(self, namespace: str, kind: str, queue: str) -> None:
+        """Work became ready on a queue: wake ONE long poll waiting on it (see :class:`QueueWaiters`)."""
         with self.lock:
             found = self._conditions.get((namespace, kind, queue))
             if found is not None:
-                found.notify_all()
+                found.produced()
 
     def notify_everyone(self) -> None:
         with self.lock:
-            for cond in self._conditions.values():
-                cond.notify_all()
+            for found in self._conditions.values():
+                found.cond.notify_all()
 
     # -- runs -------------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Optional[Row]:

@@ -85,8 +85,9 @@ class Routes:
         deadline = time.monotonic() + timeout
         envelope = {"protocol_version": WORKER_PROTOCOL_VERSION, "server_capabilities": server_capabilities(engine)}
         with engine.lock:  # one acquisition per poll (contended locks cost a context switch each)
-            cond = engine.condition(req.namespace, kind, queue)
+            waiting = engine.waiters(req.namespace, kind, queue)
             first = True
+            seen = waiting.generation  # wake-ups produced before this poll waits are not its to pass on
             while True:
                 if engine.stopping:
                     return {"task": None, "poll_status": "draining", **envelope}
@@ -112,10 +113,12 @@ class Routes:
                         leasable = worker is None or worker["status"] == "active"
                     first = False
                     if not req.client_connected() or not leasable:
+                        waiting.pass_on(seen)
                         return {"task": None, "poll_status": "abandoned", **envelope}
                     types = routing.types_for(worker, kind)
                     refusal = routing.poll_refusal(kind, types)
                     if refusal is not None:
+                        waiting.pass_on(seen)
                         return {**refusal, **envelope, "server_time": iso(engine.now())}
                     task = claim(queue, worker_id, page_size, types)
                     if task is not None and isinstance(poll_id, str) and replay is not None and "task_id" in task:
@@ -124,10 +127,12 @@ class Routes:
                                                 "attempt": task.get("workflow_task_attempt")})
                 if task is not None:
                     return {"task": task, **envelope, "server_time": iso(engine.now())}
+                waiting.pass_on(seen)
+                seen = waiting.generation
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return {"task": None, "poll_status": "timeout", **envelope, "server_time": iso(engine.now())}
-                cond.wait(remaining)
+                waiting.wait(remaining)
 
 
 def _json(status: int, body: Any) -> Tuple[int, Any]:
