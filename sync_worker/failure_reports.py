@@ -16,8 +16,9 @@ the published SDK produces; the verified example of §10.3.6 comes out alphabeti
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from sync_worker.errors import FailureReportTooLarge
 

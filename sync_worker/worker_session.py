@@ -17,8 +17,9 @@ The blocking twin of the SDK's asyncio ``WorkerSession``: ``create``/``renew``/`
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 __all__ = ["DEFAULT_LEASE_SECONDS", "DEFAULT_TTL_SECONDS", "WorkerSession", "WorkerSessionOptions"]
 

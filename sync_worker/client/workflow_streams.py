@@ -9,7 +9,8 @@ only once a page's effects are durable.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
+from collections.abc import Mapping
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from .. import payloads
 from ..workflow.output_streams import (

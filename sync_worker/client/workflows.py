@@ -18,7 +18,7 @@ from ..failure_reports import task_failure_note
 from .base import ClientBase, segment
 from .handles import WorkflowHandle
 from .results import WorkflowExecution, WorkflowList, WorkflowRun, WorkflowRunList
-from .results._common import body_of, decode_payload, mapping
+from .results._common import body_of, decode_payload, mapping, opt_str
 from .transport import RetryMode
 
 
@@ -187,6 +187,14 @@ class WorkflowsMixin(ClientBase):
         while True:
             execution = self.describe_workflow(workflow_id, run_id)
             if execution.is_terminal and execution.run_id:
+                envelope = (execution.raw or {}).get("output_envelope") if execution.status == "completed" else None
+                if _inline(envelope):
+                    # The describe's ``output_envelope`` is the run's stored output, the same payload
+                    # as its WorkflowCompleted event (server WorkflowController::show ->
+                    # PayloadEnvelopes::workerEnvelope): decoded as that event's would be, it saves
+                    # the history read. Externally stored or absent output takes the history path.
+                    return decode_payload(envelope, opt_str((execution.raw or {}).get("payload_codec"))
+                                          or execution.payload_codec)
                 return self._terminal_outcome(workflow_id, execution)
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(
@@ -224,3 +232,11 @@ class WorkflowsMixin(ClientBase):
             if kind == "WorkflowTimedOut":
                 raise errors.WorkflowTimedOut(str(payload.get("message") or "workflow execution timed out"))
         return execution.output
+
+
+def _inline(envelope: Any) -> bool:
+    """An output envelope that holds its value (not an external-storage reference)."""
+    if isinstance(envelope, str):
+        return True
+    return isinstance(envelope, dict) and "blob" in envelope and not any(
+        key.startswith("external") for key in envelope)

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Any, Dict, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Dict, Optional
 
 import sentry_sdk
 from sentry_sdk.integrations import Integration

@@ -23,7 +23,8 @@ import importlib
 import inspect
 import os
 import sys
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
 from ..host import ClientOptions, OptionsError
 from ..host.client_options import AUTH_TOKEN_ENV, NAMESPACE_ENV, SERVER_URL_ENV

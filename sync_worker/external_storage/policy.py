@@ -10,8 +10,9 @@ it into a driver. Credentials stay the application's: the cloud clients are pass
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Tuple, Union
+from typing import Any, Optional, Tuple, Union
 from urllib.parse import unquote, urlsplit
 
 from .cloud import AzureBlobExternalStorage, GCSExternalStorage

@@ -12,7 +12,8 @@ Secrets (tokens) are never echoed back.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any, Callable, Optional, Tuple
 from urllib.parse import urlsplit
 
 __all__ = [

@@ -22,7 +22,8 @@ import inspect
 import logging
 import time
 import traceback
-from typing import Any, Callable, Dict, List, Mapping, Optional, TypeVar
+from collections.abc import Mapping
+from typing import Any, Callable, Dict, List, Optional, TypeVar
 
 from ..errors import InvalidWorkflowDefinition, NonRetryableError
 from .bounds import bound_error

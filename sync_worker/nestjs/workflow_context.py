@@ -25,7 +25,8 @@ from __future__ import annotations
 import math
 import time
 import traceback
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Callable, Dict, List, Optional
 
 from ..errors import DurableWorkflowError
 from .bounds import bound_error

@@ -21,7 +21,8 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional, TypeVar
+from collections.abc import Mapping
+from typing import Any, Callable, Dict, List, Optional, TypeVar
 
 from ..errors import InvalidWorkflowDefinition
 from .bounds import bound_error

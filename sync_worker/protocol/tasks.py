@@ -13,8 +13,9 @@ Field aliases live here only: ``activity_attempt_id`` / ``attempt_id``.
 from __future__ import annotations
 
 from collections import abc  # isinstance against abc.Mapping: typing.Mapping's check is ~10x slower
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 __all__ = [
     "ActivityTask",

@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 import re
 from collections import abc  # isinstance against abc.Mapping: typing.Mapping's check is ~10x slower
-from typing import Any, Dict, List, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Dict, List, Optional
 
 __all__ = [
     "CAPABILITY",

@@ -10,8 +10,9 @@ terminal history event the real server would record (``ActivityCompleted`` / ``A
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from .. import payloads
 from ..errors import NonRetryableError

@@ -9,7 +9,8 @@ interval the server acknowledges.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..protocol import WorkerPlane
 from ..runtime.status import RoleTracker

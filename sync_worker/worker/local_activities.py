@@ -32,7 +32,8 @@ import hashlib
 import json
 import logging
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Mapping
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import activity as activity_api
 from .. import payloads

@@ -15,8 +15,9 @@ import logging
 import random
 import time
 from collections import abc  # isinstance against abc.Mapping: typing.Mapping's check is ~10x slower
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Callable, Mapping, Optional, Tuple, TypeVar
+from typing import Any, Callable, Optional, Tuple, TypeVar
 
 from ..errors import PayloadError, ServerError, TransportError, WorkerShutdown
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping
+from collections.abc import Mapping
+from typing import Any, Callable
 
 from ..errors import ServerUnavailable, TransportError, WorkerShutdown
 from ..failure_reports import task_failure_note

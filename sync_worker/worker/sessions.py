@@ -16,7 +16,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Callable, Dict, List, Optional
 
 from ..errors import ServerError, TransportError
 from ..worker_session import WorkerSession, WorkerSessionOptions

@@ -42,8 +42,9 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..workflow.incremental import SuspendedRun
 from ..workflow.task import resume_workflow_task, start_workflow_task
@@ -138,8 +139,14 @@ class StickyWorkflowCache:
         return entry
 
     def _expire(self) -> None:
+        # Entries sit in the order they were kept, each expiring ``ttl_seconds`` after that, so the
+        # expired ones are a prefix: stop at the first live one (this runs on every take and keep).
         now = self._clock()
-        for run_id in [key for key, entry in self._entries.items() if entry.expires_at <= now]:
+        entries = self._entries
+        while entries:
+            run_id, entry = next(iter(entries.items()))
+            if entry.expires_at > now:
+                return
             self._drop(run_id)
             self._metrics["eviction"] += 1
 

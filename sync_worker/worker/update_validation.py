@@ -12,7 +12,8 @@ refusal the server says is final (the verdict already recorded, the lease gone) 
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .. import payloads
 from ..errors import PayloadError, ServerError, WorkerShutdown

@@ -17,9 +17,10 @@ Pure: no I/O. Undecodable payloads raise ``WorkflowPayloadDecodeError``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .. import payloads
 from ..errors import (

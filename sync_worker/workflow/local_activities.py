@@ -19,8 +19,9 @@ local activity the history does not hold yet, as the SDK's do.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Union
+from typing import Any, Dict, List, Optional, Protocol, Union
 
 from .. import payloads
 from ..errors import ActivityFailed, LocalActivityExecutionAborted

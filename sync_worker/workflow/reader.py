@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
+from collections.abc import Mapping
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .. import payloads
 from ..errors import NonDeterministicReplayError, PayloadError, WorkflowPayloadDecodeError

@@ -10,8 +10,9 @@ the workflow code, and :class:`ReplayReport` sums them up for CI (``sync-worker 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from .. import payloads
 from ..errors import CodePosition, NonDeterministicReplayError

@@ -24,7 +24,8 @@ the run stays open (docs/workflows.md, *Cancellation*).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Generator, Iterable, Mapping
+from collections.abc import Mapping
+from typing import Any, Callable, Generator, Iterable
 
 from ..errors import LocalActivityExecutionAborted
 

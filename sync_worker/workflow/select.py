@@ -20,8 +20,9 @@ Condition waits as members (which the SDK allows) are refused here: ``TypeError`
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..errors import ActivityFailed, ChildWorkflowFailed, NonDeterministicReplayError
 from .commands import ScheduleActivity, StartChildWorkflow, StartTimer, WaitCondition

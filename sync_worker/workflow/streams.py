@@ -25,8 +25,9 @@ again in order (applying one twice is harmless).
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Generator, List, Mapping
+from typing import Any, Callable, Dict, Generator, List
 
 from .. import payloads
 from .commands import WaitCondition

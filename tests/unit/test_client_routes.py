@@ -99,6 +99,30 @@ def test_describe_and_result_follow_terminal_history(client: Client) -> None:
     assert client.get_workflow_handle("wf1").result(timeout=5) == output
 
 
+@responses.activate
+def test_a_completed_run_s_result_comes_from_its_output_envelope_without_a_history_read(client: Client) -> None:
+    output = {"n": 9007199254740993, "s": "caf\u00e9"}
+    responses.get(f"{API}/workflows/wf1", json={"workflow_id": "wf1", "run_id": "r2", "status": "completed",
+                                                "payload_codec": "avro", "output": output,
+                                                "output_envelope": payloads.envelope(output)})
+    assert client.get_result("wf1", timeout=5) == output
+    assert [call.request.url.split("/api")[1] for call in responses.calls] == ["/workflows/wf1"]
+
+
+@responses.activate
+def test_a_describe_without_the_output_envelope_reads_the_history(client: Client) -> None:
+    output = {"big": "x" * 10}
+    responses.get(f"{API}/workflows/wf1", json={"workflow_id": "wf1", "run_id": "r2", "status": "completed",
+                                                "payload_codec": "avro"})
+    responses.get(f"{API}/workflows/wf1/runs/r2/history", json={
+        "events": [{"event_type": "WorkflowCompleted", "payload": {"output": payloads.encode(output),
+                                                                   "payload_codec": "avro"}}],
+        "next_page_token": None})
+    assert client.get_result("wf1", timeout=5) == output
+    assert [call.request.url.split("/api")[1].split("?")[0] for call in responses.calls] == [
+        "/workflows/wf1", "/workflows/wf1/runs/r2/history"]
+
+
 @pytest.mark.parametrize("event,expected", [
     ({"event_type": "WorkflowFailed", "payload": {"message": "boom", "exception_class": "app.Boom"}},
      errors.WorkflowFailed),

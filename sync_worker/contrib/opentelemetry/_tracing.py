@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Mapping
 from contextlib import ExitStack
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace

@@ -10,8 +10,9 @@ Every knob of the sibling SDK's table is accepted in camelCase (the contract spe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Optional, Union
 
 __all__ = [
     "DEFAULTS",
