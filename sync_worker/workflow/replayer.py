@@ -21,6 +21,7 @@ exception escaping workflow code becomes a ``FailWorkflow`` command.
 from __future__ import annotations
 
 import inspect
+import weakref
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Optional, Set, Tuple, Union
@@ -267,7 +268,7 @@ class _Replay(ConditionWaits, RecordedWaits, VersionMarkers, Selections):
     def run(self) -> ReplayResult:
         name = workflow_name(self.cls)
         try:
-            signature = inspect.signature(self.instance.run)
+            signature = _run_signature(self.instance.run)
         except (TypeError, ValueError):
             raise WorkflowEntryArgumentsMismatchError(name, "signature_unavailable") from None
         try:
@@ -510,3 +511,17 @@ def replay(
     return _Replay(cls, list(history_events), start_input, workflow_id=workflow_id, run_id=run_id,
                    codec=payload_codec, cancel_requested=cancel_requested, resume=resume,
                    local_activities=local_activities, command_identity=command_identity).run()
+
+
+#: ``run``'s signature per workflow class's function (computed once, not on every replay)
+_SIGNATURES: weakref.WeakKeyDictionary[Any, inspect.Signature] = weakref.WeakKeyDictionary()
+
+
+def _run_signature(run: Any) -> inspect.Signature:
+    function = getattr(run, "__func__", None)
+    if function is None:
+        return inspect.signature(run)
+    found = _SIGNATURES.get(function)
+    if found is None:
+        found = _SIGNATURES[function] = inspect.signature(run)
+    return found
