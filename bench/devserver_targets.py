@@ -18,7 +18,9 @@ workers and clients run pinned to core 1 (the machine has two cores). Printed, e
 - one-activity workflows/s with one worker process of ours; target >= 500/s;
 - serial start -> result latency p50 / p99 (one workflow at a time: ``start_workflow`` then
   ``result(poll_interval=0.001)``, each a describe request), one worker process; target <= 3 ms;
-  with the server's own event times (``recorded_at``), to tell server time from worker time.
+  with the server's own event times (``recorded_at``), to tell server time from worker time, and
+  the CPU each process spends per workflow (worker, server, client: the client shares the
+  worker's core).
 
 ``--baseline DIR`` (a directory holding another tree's ``sync_worker``, e.g. ``git archive <commit>
 sync_worker | tar -x -C DIR``) measures every figure of ours on that tree too, in the same rounds
@@ -147,7 +149,8 @@ def measure_flows(directory: str, count: int) -> Dict[str, float]:
 
 
 def measure_latency(directory: str, count: int) -> List[float]:
-    """Serial start -> result latencies (ms) with one worker process of ours."""
+    """Serial start -> result latencies (ms) with one worker process of ours; each process's CPU per
+    workflow over the timed runs goes to :data:`LATENCY_CPU` (worker, server, this client)."""
     from sync_worker import Client
 
     db = os.path.join(directory, "latency.sqlite")
@@ -157,7 +160,10 @@ def measure_latency(directory: str, count: int) -> List[float]:
     latencies: List[float] = []
     try:
         client = Client(url)
+        cpu: List[float] = []
         for n in range(count + 20):  # the first 20 warm the worker up
+            if n == 20:
+                cpu = [bench._proc_cpu(worker.pid), bench._proc_cpu(server.pid), time.process_time()]
             started = time.perf_counter()
             handle = client.start_workflow(bench.FLOW_TYPE, task_queue=bench.QUEUE, workflow_id=f"lat-{n}")
             handle.result(poll_interval=0.001, timeout=30)
@@ -168,12 +174,21 @@ def measure_latency(directory: str, count: int) -> List[float]:
                     first = _when(events[0])
                     for event in events:
                         PHASES.setdefault(str(event["event_type"]), []).append(1000 * (_when(event) - first))
+        # (the history reads for the phases above run in the timed window too: client and server
+        # CPU include them, the latencies do not)
+        after = [bench._proc_cpu(worker.pid), bench._proc_cpu(server.pid), time.process_time()]
+        for name, first, last in zip(("worker", "server", "client"), cpu, after):
+            LATENCY_CPU.setdefault(name, []).append(1000 * (last - first) / max(1, count))
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(30)
         _stop(server)
         _clean(db)
     return latencies
+
+
+#: process -> ms CPU per serial workflow (worker, server, client), over the latency runs
+LATENCY_CPU: Dict[str, List[float]] = {}
 
 
 #: event type -> ms after StartAccepted, over the latency runs (the server's ``recorded_at``)
@@ -260,8 +275,13 @@ def main() -> None:
                 note(f"{label} p99", lat[min(len(lat) - 1, int(len(lat) * 0.99))])
                 print(f"{r} serial start -> result: p50 {got[f'{label} p50'][-1]:.2f} ms, "
                       f"p99 {got[f'{label} p99'][-1]:.2f} ms; recorded by the server, median ms after start: "
-                      + ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in PHASES.items()), flush=True)
+                      + ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in PHASES.items())
+                      + "; ms CPU per workflow: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in LATENCY_CPU.items()),
+                      flush=True)
+                for name, values in LATENCY_CPU.items():
+                    note(f"{label} latency cpu {name}", values[-1])
                 PHASES.clear()
+                LATENCY_CPU.clear()
             _tree("")
             noise.sample(3)
     report(got, queued, args.rounds, noise.report(), args.baseline)
@@ -314,6 +334,9 @@ def report(got: Dict[str, List[float]], queued: List[int], rounds: int, noise: s
         print(f"  serial start -> result latency: p50 {_fmt(got['ours p50'], '.2f')} ms, p99 "
               f"{_fmt(got['ours p99'], '.2f')} ms   [target <= 3 ms: {verdict(med('ours p50') <= 3)}]"
               f"{base('p50', '.2f')}")
+        print("    CPU per serial workflow (ms): " + ", ".join(
+            f"{name} {_fmt(got[f'ours latency cpu {name}'], '.2f')}" for name in ("worker", "server", "client")
+            if f"ours latency cpu {name}" in got))
 
 
 if __name__ == "__main__":
