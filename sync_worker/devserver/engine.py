@@ -22,6 +22,9 @@ from .util import TERMINAL_STATUSES, ApiError, iso, new_id
 
 log = logging.getLogger("sync_worker.devserver")
 
+#: How many polls' leases :meth:`Engine.remember_poll` keeps.
+_POLL_RECORDS = 20000
+
 
 @dataclass
 class Config:
@@ -69,6 +72,8 @@ class Engine:
         self.stranded = StrandedTypes()
         self._conditions: Dict[Tuple[str, str, str], threading.Condition] = {}
         self._last_order: Optional[int] = None  # the newest run's created_order, read once from the store
+        #: ``(namespace, kind, poll_request_id)`` -> ``(task_id, attempt)`` the poll leased (see :meth:`remember_poll`)
+        self._polls: Dict[Tuple[str, str, str], Tuple[str, Any]] = {}
         self.namespaces = tuple(n.lower() for n in config.namespaces) or ("default",)
         namespaces.bootstrap(self)  # the table is the truth: created namespaces survive a restart
 
@@ -145,6 +150,24 @@ class Engine:
             for cond in self._conditions.values():
                 cond.notify_all()
 
+    # -- poll records ---------------------------------------------------------------------
+    def remember_poll(self, namespace: str, kind: str, poll_id: str, task_id: str, attempt: Any) -> None:
+        """Note the task a poll leased, so a retry of that very poll (same ``poll_request_id``) gets it again.
+
+        Kept in memory, the newest :data:`_POLL_RECORDS` (a poll is retried within seconds), as the real
+        server keeps them in its cache rather than its database: writing one row per poll was a fifth
+        of the statements of an activity's poll + complete. The replay still checks the lease (same
+        worker, same attempt), so a record whose transaction rolled back hands nothing out.
+        """
+        polls = self._polls
+        if len(polls) >= _POLL_RECORDS:
+            del polls[next(iter(polls))]  # the oldest
+        polls[(namespace, kind, poll_id)] = (task_id, attempt)
+
+    def polled(self, namespace: str, kind: str, poll_id: str) -> Optional[Tuple[str, Any]]:
+        """``(task_id, attempt)`` an earlier poll with this id leased, or ``None``."""
+        return self._polls.get((namespace, kind, poll_id))
+
     # -- runs -------------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Optional[Row]:
         return self.store.get("runs", run_id)
@@ -188,13 +211,19 @@ class Engine:
                    memo: Optional[Dict[str, Any]] = None, search_attributes: Optional[Dict[str, Any]] = None,
                    execution_timeout_seconds: Optional[int] = None, run_timeout_seconds: Optional[int] = None,
                    run_number: int = 1, extra: Optional[Dict[str, Any]] = None,
-                   run_id: Optional[str] = None, started_extra: Optional[Dict[str, Any]] = None) -> Row:
-        """Create a run, record its first events and (for workflow runs) queue its first task."""
+                   run_id: Optional[str] = None, started_extra: Optional[Dict[str, Any]] = None,
+                   first_of_id: bool = False) -> Row:
+        """Create a run, record its first events and (for workflow runs) queue its first task.
+
+        ``first_of_id``: the caller just found no run of ``workflow_id`` in ``namespace`` (in this
+        transaction), so there is no older current run to retire.
+        """
         ts = self.now()
-        for older in self.store.select("runs", "namespace = ? AND workflow_id = ? AND is_current = 1",
-                                       (namespace, workflow_id)):
-            older["is_current"] = 0
-            self.save_run(older)
+        if not first_of_id:
+            for older in self.store.select("runs", "namespace = ? AND workflow_id = ? AND is_current = 1",
+                                           (namespace, workflow_id)):
+                older["is_current"] = 0
+                self.save_run(older)
         run: Row = {
             "run_id": run_id or new_id("run"), "namespace": namespace, "workflow_id": workflow_id,
             "workflow_type": workflow_type, "task_queue": task_queue, "kind": kind,
@@ -209,6 +238,7 @@ class Engine:
         }
         if extra:
             run.update(extra)
+        self.store.new_history(run["run_id"])
         run["run_deadline"] = ts + run_timeout_seconds if run_timeout_seconds else None
         if run.get("execution_deadline") is None and execution_timeout_seconds:
             run["execution_deadline"] = ts + execution_timeout_seconds

@@ -25,7 +25,7 @@ TABLES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
     "activities": ("execution_id", ("namespace", "task_queue", "run_id", "state", "due_at", "task_id",
                                     "activity_type")),
     "timers": ("timer_id", ("namespace", "run_id", "state", "fire_at")),
-    "workers": ("key", ("namespace", "worker_id")),
+    "workers": ("key", ("namespace", "worker_id", "task_queue")),
     "worker_sessions": ("key", ("namespace", "status", "lease_owner")),
     "kv": ("key", ("namespace", "kind")),
     "namespaces": ("name", ("status", "created_at")),
@@ -336,6 +336,12 @@ class Store:
             return known
         cur = self._conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?", (run_id,))
         return int(cur.fetchone()[0])
+
+    def new_history(self, run_id: str) -> None:
+        """``run_id`` is a run created in this transaction: it has no events yet (no ``MAX()`` to ask)."""
+        if len(self._last_seq) >= _REMEMBER_ROWS:
+            self._last_seq.clear()
+        self._last_seq[run_id] = 0
 
     def add_event(self, run_id: str, seq: int, event: Row) -> None:
         self._conn.execute("INSERT INTO events (run_id, seq, data) VALUES (?, ?, ?)",
