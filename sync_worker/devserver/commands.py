@@ -9,7 +9,7 @@ from .engine import Engine
 from .lifecycle import close_run
 from .payload_checks import check_payload
 from .store import Row
-from .util import ApiError, iso, new_id
+from .util import ApiError, iso, new_id, ordered_id
 
 SUPPORTED_COMMANDS = (
     "complete_workflow", "fail_workflow", "continue_as_new", "schedule_activity", "start_timer",
@@ -175,7 +175,7 @@ def _start_child(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
     fields = engine.parallel_fields(cmd)
     policies = {k: cmd[k] for k in ("parent_close_policy", "cancellation_policy") if cmd.get(k) is not None}
     child_id = new_id("child")
-    child_run_id = new_id("run")
+    child_run_id = ordered_id("run")
     child_type = cmd["workflow_type"]
     ident = {"child_workflow_instance_id": child_id, "child_workflow_run_id": child_run_id,
              "child_workflow_type": child_type, "workflow_type": child_type}
@@ -292,7 +292,7 @@ def _carried(engine: Engine, cmd: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _continue_as_new(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
-    new_run_id = new_id("run")
+    new_run_id = ordered_id("run")
     queue = cmd.get("queue") or cmd.get("task_queue") or run["task_queue"]
     workflow_type = cmd.get("workflow_type") or run["workflow_type"]
     run["is_current"] = 0

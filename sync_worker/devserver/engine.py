@@ -18,7 +18,7 @@ from . import namespaces
 from .clock import Clock, SystemClock
 from .store import Row, Store
 from .stranded import StrandedTypes
-from .util import TERMINAL_STATUSES, ApiError, iso, new_id
+from .util import TERMINAL_STATUSES, ApiError, iso, new_id, ordered_id
 
 log = logging.getLogger("sync_worker.devserver")
 
@@ -225,7 +225,7 @@ class Engine:
                 older["is_current"] = 0
                 self.save_run(older)
         run: Row = {
-            "run_id": run_id or new_id("run"), "namespace": namespace, "workflow_id": workflow_id,
+            "run_id": run_id or ordered_id("run"), "namespace": namespace, "workflow_id": workflow_id,
             "workflow_type": workflow_type, "task_queue": task_queue, "kind": kind,
             "status": "pending", "is_current": 1, "created_order": self._next_order(),
             "run_number": run_number, "input": arguments, "output": None, "failure": None,
@@ -301,7 +301,7 @@ class Engine:
                 run["dirty"] = True
                 return
         ts = self.now()
-        task = {"task_id": new_id("wft"), "namespace": run["namespace"], "task_queue": run["task_queue"],
+        task = {"task_id": ordered_id("wft"), "namespace": run["namespace"], "task_queue": run["task_queue"],
                 "run_id": run["run_id"], "workflow_type": run["workflow_type"], "state": "ready", "due_at": ts,
                 "attempt": 1, "lease_owner": None, "lease_expires_at": None, "poll_request_id": None, "created_at": ts}
         self.store.put("wf_tasks", task)

@@ -39,13 +39,14 @@ TABLES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
 _TABLE_OPTIONS = {"kv": " WITHOUT ROWID"}
 
 #: Indexes an older file may still carry that nothing reads any more (the partial ``acts_*`` below serve them).
-_RETIRED_INDEXES = ("acts_q", "acts_due", "acts_claim", "acts_task")
+_RETIRED_INDEXES = ("acts_q", "acts_due", "acts_claim", "acts_task", "runs_wf", "runs_id")
 
 _INDEXES = (
-    "CREATE INDEX IF NOT EXISTS runs_wf ON runs(namespace, workflow_id, created_order)",
-    # The cross-namespace fence (``namespaces.reserved_elsewhere``) asks by workflow id alone on every
-    # start: without it that is a scan of every run (~60 us at 2,000 runs, growing with the store).
-    "CREATE INDEX IF NOT EXISTS runs_id ON runs(workflow_id)",
+    # One index serves a workflow id's runs in a namespace (``namespace = ? AND workflow_id = ?``, newest
+    # first) and the cross-namespace fence (``namespaces.reserved_elsewhere``: ``workflow_id = ? AND
+    # namespace != ?``, asked on every start; without an index led by the workflow id that is a scan of
+    # every run): one index entry, one WAL page fewer per run created than two indexes.
+    "CREATE INDEX IF NOT EXISTS runs_wid ON runs(workflow_id, namespace, created_order)",
     "CREATE INDEX IF NOT EXISTS tasks_q ON wf_tasks(namespace, task_queue, state, due_at)",
     "CREATE INDEX IF NOT EXISTS tasks_due ON wf_tasks(state, due_at)",
     # Partial indexes hold only the rows their readers look for, so an activity's claim and completion
