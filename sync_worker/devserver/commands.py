@@ -159,7 +159,7 @@ def _start_timer(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
     fields = engine.parallel_fields(cmd)
     delay = max(0, int(cmd["delay_seconds"]))
     fire_at = engine.now() + delay
-    timer = {"timer_id": new_id("timer"), "namespace": run["namespace"], "run_id": run["run_id"],
+    timer = {"timer_id": ordered_id("timer"), "namespace": run["namespace"], "run_id": run["run_id"],
              "state": "pending", "fire_at": fire_at, "sequence": seq, "delay_seconds": delay,
              "timer_kind": None, "parallel": fields}
     engine.store.put("timers", timer)
@@ -260,7 +260,7 @@ def _open_wait(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
     engine.append(run, "ConditionWaitOpened", dict(wait))
     if cmd.get("timeout_seconds") is not None:
         delay = max(0, int(cmd["timeout_seconds"]))
-        timer = {"timer_id": new_id("timer"), "namespace": run["namespace"], "run_id": run["run_id"],
+        timer = {"timer_id": ordered_id("timer"), "namespace": run["namespace"], "run_id": run["run_id"],
                  "state": "pending", "fire_at": engine.now() + delay, "sequence": seq, "delay_seconds": delay,
                  "timer_kind": "condition_timeout", "condition_wait_id": wait["condition_wait_id"],
                  "condition_key": wait.get("condition_key"), "parallel": {}}

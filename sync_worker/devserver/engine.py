@@ -18,7 +18,7 @@ from . import namespaces
 from .clock import Clock, SystemClock
 from .store import Row, Store
 from .stranded import StrandedTypes
-from .util import TERMINAL_STATUSES, ApiError, iso, new_id, ordered_id
+from .util import TERMINAL_STATUSES, ApiError, iso, ordered_id
 
 log = logging.getLogger("sync_worker.devserver")
 
@@ -247,7 +247,7 @@ class Engine:
                                            ("execution_timeout", run.get("execution_deadline"))):
                 if deadline is not None:
                     self.store.put("timers", {
-                        "timer_id": new_id("timer"), "namespace": namespace, "run_id": run["run_id"],
+                        "timer_id": ordered_id("timer"), "namespace": namespace, "run_id": run["run_id"],
                         "state": "pending", "fire_at": deadline, "sequence": None, "delay_seconds": None,
                         "timer_kind": timeout_kind, "parallel": {}})
         if start_accepted:
