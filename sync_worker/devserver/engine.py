@@ -243,13 +243,18 @@ class Engine:
         if run.get("execution_deadline") is None and execution_timeout_seconds:
             run["execution_deadline"] = ts + execution_timeout_seconds
         if self.config.enforce_workflow_timeouts and kind == "workflow":
-            for timeout_kind, deadline in (("run_timeout", run["run_deadline"]),
-                                           ("execution_timeout", run.get("execution_deadline"))):
-                if deadline is not None:
-                    self.store.put("timers", {
-                        "timer_id": ordered_id("timer"), "namespace": namespace, "run_id": run["run_id"],
-                        "state": "pending", "fire_at": deadline, "sequence": None, "delay_seconds": None,
-                        "timer_kind": timeout_kind, "parallel": {}})
+            # One timer: the earlier deadline (the run's on a tie, as when each had its row). Either
+            # one firing closes the run, so the later one could never fire; a continued run gets its
+            # own timer. Two rows cost a start ~3 WAL pages more (the SDK always sends both timeouts).
+            deadlines = [(deadline, timeout_kind) for timeout_kind, deadline in (
+                ("run_timeout", run["run_deadline"]), ("execution_timeout", run.get("execution_deadline")))
+                if deadline is not None]
+            if deadlines:
+                deadline, timeout_kind = min(deadlines, key=lambda item: item[0])
+                self.store.put("timers", {
+                    "timer_id": ordered_id("timer"), "namespace": namespace, "run_id": run["run_id"],
+                    "state": "pending", "fire_at": deadline, "sequence": None, "delay_seconds": None,
+                    "timer_kind": timeout_kind, "parallel": {}})
         if start_accepted:
             self.append(run, "StartAccepted", {
                 "workflow_id": workflow_id, "workflow_instance_id": workflow_id, "workflow_run_id": run["run_id"],
