@@ -124,14 +124,28 @@ def claim(engine: Engine, namespace: str, queue: str, worker_id: str,
     return act
 
 
-def _find_attempt(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any], operation: str) -> Row:
+def _find_attempt(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any], operation: str,
+                  receipts: Optional[str] = None) -> Row:
+    """The leased attempt ``body`` reports on, or the refusal (``ApiError``) the report earns.
+
+    ``receipts`` (``"complete"`` / ``"fail"``): a report on an attempt already closed answers with the
+    receipt its first report got (raised as :class:`_Repeated`), so a retried report is idempotent.
+    Only a report that is not on the live lease looks for one: a closed attempt is never leased.
+    """
     # Scoped by namespace like every other lookup: a task leased in one namespace does not exist
     # for a caller that names another.
     found = engine.store.select("activities", "task_id = ? AND namespace = ?", (task_id, namespace), limit=1)
-    if not found:
-        raise ApiError(404, "task_not_found", f"activity task {task_id} was not found", task_id=task_id)
-    act = found[0]
+    act = found[0] if found else None
     attempt_id = body.get("activity_attempt_id") or body.get("attempt_id")
+    if act is not None and act["state"] == "leased" and attempt_id == act["attempt_id"] \
+            and body.get("lease_owner") == act["lease_owner"]:
+        return act
+    if receipts is not None:
+        stored = _stored_receipt(engine, namespace, act, f"{task_id}:{attempt_id}", receipts)
+        if stored is not None:
+            raise _Repeated(stored)
+    if act is None:
+        raise ApiError(404, "task_not_found", f"activity task {task_id} was not found", task_id=task_id)
     if attempt_id != act["attempt_id"]:
         raise ApiError(409, "activity_attempt_mismatch",
                        f"activity attempt {attempt_id} is not the current attempt of task {task_id}",
@@ -142,18 +156,31 @@ def _find_attempt(engine: Engine, namespace: str, task_id: str, body: Dict[str, 
                        cancel_requested=True)
     if act["state"] != "leased":
         raise ApiError(409, reasons.TASK_NOT_LEASED, f"activity task {task_id} is not leased", task_id=task_id)
-    if body.get("lease_owner") != act["lease_owner"]:
-        raise ApiError(409, reasons.LEASE_OWNER_MISMATCH, f"activity task {task_id} is leased to another worker",
-                       task_id=task_id)
-    return act
+    raise ApiError(409, reasons.LEASE_OWNER_MISMATCH, f"activity task {task_id} is leased to another worker",
+                   task_id=task_id)
 
 
-def _receipt_key(task_id: str, body: Dict[str, Any]) -> str:
-    return f"{task_id}:{body.get('activity_attempt_id') or body.get('attempt_id')}"
+class _Repeated(Exception):
+    """A report on an attempt already closed: ``receipt`` is the first report's answer."""
+
+    def __init__(self, receipt: Dict[str, Any]) -> None:
+        super().__init__("repeated report")
+        self.receipt = receipt
 
 
-def _stored_receipt(engine: Engine, namespace: str, key: str, operation: str) -> Optional[Dict[str, Any]]:
-    stored = engine.store.get("kv", f"{namespace}\0act_receipt\0{key}")
+def _stored_receipt(engine: Engine, namespace: str, act: Optional[Row], key: str,
+                    operation: str) -> Optional[Dict[str, Any]]:
+    """The receipt of the report that closed attempt ``key`` (``task_id:attempt_id``), if one did.
+
+    A completion's receipt lives in the execution's own row (``closed_by``: the row is final, its
+    ``task_id`` never changes again); a failure's in ``kv`` (a retried execution's next claim gives the
+    row a new task id, and a late repeat of the failure must still find its answer).
+    """
+    closed = act.get("closed_by") if act is not None else None
+    if isinstance(closed, dict) and closed.get("key") == key:
+        stored: Optional[Row] = closed
+    else:
+        stored = engine.store.get("kv", f"{namespace}\0act_receipt\0{key}")
     if stored is None:
         return None
     if stored["operation"] != operation:
@@ -161,33 +188,26 @@ def _stored_receipt(engine: Engine, namespace: str, key: str, operation: str) ->
     return dict(stored["receipt"])
 
 
-def _store_receipt(engine: Engine, namespace: str, key: str, operation: str, receipt: Dict[str, Any]) -> None:
-    engine.store.put("kv", {"key": f"{namespace}\0act_receipt\0{key}", "namespace": namespace,
-                            "kind": "act_receipt", "operation": operation, "receipt": receipt})
-
-
 def complete(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
-    key = _receipt_key(task_id, body)
-    stored = _stored_receipt(engine, namespace, key, "complete")
-    if stored is not None:
-        return stored
-    act = _find_attempt(engine, namespace, task_id, body, "completion")
+    try:
+        act = _find_attempt(engine, namespace, task_id, body, "completion", receipts="complete")
+    except _Repeated as repeated:
+        return repeated.receipt
     check_payload(body.get("result"), "result", codec=body.get("payload_codec") or None)
-    act.update({"state": "done", "result": body.get("result"), "closed_at": engine.now(), "due_at": None})
+    receipt = {"outcome": "completed", "task_id": task_id, "activity_attempt_id": act["attempt_id"], "reason": None}
+    act.update({"state": "done", "result": body.get("result"), "closed_at": engine.now(), "due_at": None,
+                "closed_by": {"key": f"{task_id}:{act['attempt_id']}", "operation": "complete", "receipt": receipt}})
     engine.store.put("activities", act)
     _resolve(engine, act, "ActivityCompleted", {"result": body.get("result"), "payload_codec": "avro"})
     sessions.released(engine, act)
-    receipt = {"outcome": "completed", "task_id": task_id, "activity_attempt_id": act["attempt_id"], "reason": None}
-    _store_receipt(engine, namespace, key, "complete", receipt)
     return receipt
 
 
 def fail(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
-    key = _receipt_key(task_id, body)
-    stored = _stored_receipt(engine, namespace, key, "fail")
-    if stored is not None:
-        return stored
-    act = _find_attempt(engine, namespace, task_id, body, "failure")
+    try:
+        act = _find_attempt(engine, namespace, task_id, body, "failure", receipts="fail")
+    except _Repeated as repeated:
+        return repeated.receipt
     failure = body.get("failure")
     if not isinstance(failure, dict):
         raise ApiError(422, "validation_failed", "failure must be an object",
@@ -197,7 +217,8 @@ def fail(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> 
     outcome = retry_or_fail(engine, act, failure, None)
     sessions.released(engine, act)
     receipt = {"outcome": outcome, "task_id": task_id, "activity_attempt_id": act["attempt_id"], "reason": None}
-    _store_receipt(engine, namespace, key, "fail", receipt)
+    engine.store.put("kv", {"key": f"{namespace}\0act_receipt\0{task_id}:{act['attempt_id']}", "namespace": namespace,
+                            "kind": "act_receipt", "operation": "fail", "receipt": receipt})
     return receipt
 
 

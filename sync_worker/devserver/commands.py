@@ -9,7 +9,7 @@ from .engine import Engine
 from .lifecycle import close_run
 from .payload_checks import check_payload
 from .store import Row
-from .util import ApiError, iso, new_id
+from .util import ApiError, iso, new_id, ordered_id
 
 SUPPORTED_COMMANDS = (
     "complete_workflow", "fail_workflow", "continue_as_new", "schedule_activity", "start_timer",
@@ -159,7 +159,7 @@ def _start_timer(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
     fields = engine.parallel_fields(cmd)
     delay = max(0, int(cmd["delay_seconds"]))
     fire_at = engine.now() + delay
-    timer = {"timer_id": new_id("timer"), "namespace": run["namespace"], "run_id": run["run_id"],
+    timer = {"timer_id": ordered_id("timer"), "namespace": run["namespace"], "run_id": run["run_id"],
              "state": "pending", "fire_at": fire_at, "sequence": seq, "delay_seconds": delay,
              "timer_kind": None, "parallel": fields}
     engine.store.put("timers", timer)
@@ -175,7 +175,7 @@ def _start_child(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
     fields = engine.parallel_fields(cmd)
     policies = {k: cmd[k] for k in ("parent_close_policy", "cancellation_policy") if cmd.get(k) is not None}
     child_id = new_id("child")
-    child_run_id = new_id("run")
+    child_run_id = ordered_id("run")
     child_type = cmd["workflow_type"]
     ident = {"child_workflow_instance_id": child_id, "child_workflow_run_id": child_run_id,
              "child_workflow_type": child_type, "workflow_type": child_type}
@@ -260,7 +260,7 @@ def _open_wait(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
     engine.append(run, "ConditionWaitOpened", dict(wait))
     if cmd.get("timeout_seconds") is not None:
         delay = max(0, int(cmd["timeout_seconds"]))
-        timer = {"timer_id": new_id("timer"), "namespace": run["namespace"], "run_id": run["run_id"],
+        timer = {"timer_id": ordered_id("timer"), "namespace": run["namespace"], "run_id": run["run_id"],
                  "state": "pending", "fire_at": engine.now() + delay, "sequence": seq, "delay_seconds": delay,
                  "timer_kind": "condition_timeout", "condition_wait_id": wait["condition_wait_id"],
                  "condition_key": wait.get("condition_key"), "parallel": {}}
@@ -292,7 +292,7 @@ def _carried(engine: Engine, cmd: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _continue_as_new(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
-    new_run_id = new_id("run")
+    new_run_id = ordered_id("run")
     queue = cmd.get("queue") or cmd.get("task_queue") or run["task_queue"]
     workflow_type = cmd.get("workflow_type") or run["workflow_type"]
     run["is_current"] = 0

@@ -90,7 +90,8 @@ def start_workflow(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict
                             search_attributes=attributes, execution_timeout_seconds=execution_timeout,
                             run_timeout_seconds=run_timeout,
                             extra={trace_context.FIELD: carrier} if carrier is not None else None,
-                            started_extra=declared_contract(engine, namespace, task_queue, workflow_type))
+                            started_extra=declared_contract(engine, namespace, task_queue, workflow_type),
+                            first_of_id=existing is None)
     engine.stranded.note(engine, namespace, task_queue, "workflow", workflow_type)
     return {**run_view(engine, run, full=False), "outcome": "started_new"}
 
@@ -233,6 +234,7 @@ def start_activity(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict
         raise ApiError(409, "duplicate_not_allowed", f"{activity_id} is already running", activity_id=activity_id)
     run = engine.create_run(namespace=namespace, workflow_id=activity_id, workflow_type=STANDALONE_TYPE,
                             task_queue=task_queue, arguments=body.get("input"), kind="activity_host",
+                            first_of_id=existing is None,
                             extra={"activity_class": body.get("activity_class"),
                                    "business_key": body.get("business_key")})
     run["status"] = "running"

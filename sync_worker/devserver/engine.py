@@ -18,9 +18,12 @@ from . import namespaces
 from .clock import Clock, SystemClock
 from .store import Row, Store
 from .stranded import StrandedTypes
-from .util import TERMINAL_STATUSES, ApiError, iso, new_id
+from .util import TERMINAL_STATUSES, ApiError, iso, ordered_id
 
 log = logging.getLogger("sync_worker.devserver")
+
+#: How many polls' leases :meth:`Engine.remember_poll` keeps.
+_POLL_RECORDS = 20000
 
 
 @dataclass
@@ -109,6 +112,8 @@ class Engine:
         self.stranded = StrandedTypes()
         self._conditions: Dict[Tuple[str, str, str], QueueWaiters] = {}
         self._last_order: Optional[int] = None  # the newest run's created_order, read once from the store
+        #: ``(namespace, kind, poll_request_id)`` -> ``(task_id, attempt)`` the poll leased (see :meth:`remember_poll`)
+        self._polls: Dict[Tuple[str, str, str], Tuple[str, Any]] = {}
         self.namespaces = tuple(n.lower() for n in config.namespaces) or ("default",)
         namespaces.bootstrap(self)  # the table is the truth: created namespaces survive a restart
 
@@ -186,6 +191,24 @@ class Engine:
             for found in self._conditions.values():
                 found.cond.notify_all()
 
+    # -- poll records ---------------------------------------------------------------------
+    def remember_poll(self, namespace: str, kind: str, poll_id: str, task_id: str, attempt: Any) -> None:
+        """Note the task a poll leased, so a retry of that very poll (same ``poll_request_id``) gets it again.
+
+        Kept in memory, the newest :data:`_POLL_RECORDS` (a poll is retried within seconds), as the real
+        server keeps them in its cache rather than its database: writing one row per poll was a fifth
+        of the statements of an activity's poll + complete. The replay still checks the lease (same
+        worker, same attempt), so a record whose transaction rolled back hands nothing out.
+        """
+        polls = self._polls
+        if len(polls) >= _POLL_RECORDS:
+            del polls[next(iter(polls))]  # the oldest
+        polls[(namespace, kind, poll_id)] = (task_id, attempt)
+
+    def polled(self, namespace: str, kind: str, poll_id: str) -> Optional[Tuple[str, Any]]:
+        """``(task_id, attempt)`` an earlier poll with this id leased, or ``None``."""
+        return self._polls.get((namespace, kind, poll_id))
+
     # -- runs -------------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Optional[Row]:
         return self.store.get("runs", run_id)
@@ -229,15 +252,21 @@ class Engine:
                    memo: Optional[Dict[str, Any]] = None, search_attributes: Optional[Dict[str, Any]] = None,
                    execution_timeout_seconds: Optional[int] = None, run_timeout_seconds: Optional[int] = None,
                    run_number: int = 1, extra: Optional[Dict[str, Any]] = None,
-                   run_id: Optional[str] = None, started_extra: Optional[Dict[str, Any]] = None) -> Row:
-        """Create a run, record its first events and (for workflow runs) queue its first task."""
+                   run_id: Optional[str] = None, started_extra: Optional[Dict[str, Any]] = None,
+                   first_of_id: bool = False) -> Row:
+        """Create a run, record its first events and (for workflow runs) queue its first task.
+
+        ``first_of_id``: the caller just found no run of ``workflow_id`` in ``namespace`` (in this
+        transaction), so there is no older current run to retire.
+        """
         ts = self.now()
-        for older in self.store.select("runs", "namespace = ? AND workflow_id = ? AND is_current = 1",
-                                       (namespace, workflow_id)):
-            older["is_current"] = 0
-            self.save_run(older)
+        if not first_of_id:
+            for older in self.store.select("runs", "namespace = ? AND workflow_id = ? AND is_current = 1",
+                                           (namespace, workflow_id)):
+                older["is_current"] = 0
+                self.save_run(older)
         run: Row = {
-            "run_id": run_id or new_id("run"), "namespace": namespace, "workflow_id": workflow_id,
+            "run_id": run_id or ordered_id("run"), "namespace": namespace, "workflow_id": workflow_id,
             "workflow_type": workflow_type, "task_queue": task_queue, "kind": kind,
             "status": "pending", "is_current": 1, "created_order": self._next_order(),
             "run_number": run_number, "input": arguments, "output": None, "failure": None,
@@ -250,17 +279,23 @@ class Engine:
         }
         if extra:
             run.update(extra)
+        self.store.new_history(run["run_id"])
         run["run_deadline"] = ts + run_timeout_seconds if run_timeout_seconds else None
         if run.get("execution_deadline") is None and execution_timeout_seconds:
             run["execution_deadline"] = ts + execution_timeout_seconds
         if self.config.enforce_workflow_timeouts and kind == "workflow":
-            for timeout_kind, deadline in (("run_timeout", run["run_deadline"]),
-                                           ("execution_timeout", run.get("execution_deadline"))):
-                if deadline is not None:
-                    self.store.put("timers", {
-                        "timer_id": new_id("timer"), "namespace": namespace, "run_id": run["run_id"],
-                        "state": "pending", "fire_at": deadline, "sequence": None, "delay_seconds": None,
-                        "timer_kind": timeout_kind, "parallel": {}})
+            # One timer: the earlier deadline (the run's on a tie, as when each had its row). Either
+            # one firing closes the run, so the later one could never fire; a continued run gets its
+            # own timer. Two rows cost a start ~3 WAL pages more (the SDK always sends both timeouts).
+            deadlines = [(deadline, timeout_kind) for timeout_kind, deadline in (
+                ("run_timeout", run["run_deadline"]), ("execution_timeout", run.get("execution_deadline")))
+                if deadline is not None]
+            if deadlines:
+                deadline, timeout_kind = min(deadlines, key=lambda item: item[0])
+                self.store.put("timers", {
+                    "timer_id": ordered_id("timer"), "namespace": namespace, "run_id": run["run_id"],
+                    "state": "pending", "fire_at": deadline, "sequence": None, "delay_seconds": None,
+                    "timer_kind": timeout_kind, "parallel": {}})
         if start_accepted:
             self.append(run, "StartAccepted", {
                 "workflow_id": workflow_id, "workflow_instance_id": workflow_id, "workflow_run_id": run["run_id"],
@@ -312,7 +347,7 @@ class Engine:
                 run["dirty"] = True
                 return
         ts = self.now()
-        task = {"task_id": new_id("wft"), "namespace": run["namespace"], "task_queue": run["task_queue"],
+        task = {"task_id": ordered_id("wft"), "namespace": run["namespace"], "task_queue": run["task_queue"],
                 "run_id": run["run_id"], "workflow_type": run["workflow_type"], "state": "ready", "due_at": ts,
                 "attempt": 1, "lease_owner": None, "lease_expires_at": None, "poll_request_id": None, "created_at": ts}
         self.store.put("wf_tasks", task)

@@ -67,7 +67,7 @@ class Routes:
     # -- long polls --------------------------------------------------------------------------
     def long_poll(self, req: Request, kind: str,
                   claim: Callable[[str, str, int, Optional[List[str]]], Optional[Dict[str, Any]]],
-                  replay: Optional[Callable[[Dict[str, Any], str], Optional[Dict[str, Any]]]] = None
+                  replay: Optional[Callable[[str, Any, str], Optional[Dict[str, Any]]]] = None
                   ) -> Dict[str, Any]:
         engine = self.engine
         worker_id = require_str(req.body, "worker_id")
@@ -104,8 +104,8 @@ class Routes:
                                            "polling. Call POST /worker/register first.", worker_id=worker_id)
                         leasable = True
                         if isinstance(poll_id, str) and replay is not None:
-                            stored = engine.store.get("kv", f"{req.namespace}\0poll\0{kind}\0{poll_id}")
-                            again = replay(stored, worker_id) if stored is not None else None
+                            stored = engine.polled(req.namespace, kind, poll_id)
+                            again = replay(stored[0], stored[1], worker_id) if stored is not None else None
                             if again is not None:
                                 return {"task": again, **envelope, "server_time": iso(engine.now())}
                     else:  # after a wait the worker may have deregistered (or registered again)
@@ -122,9 +122,8 @@ class Routes:
                         return {**refusal, **envelope, "server_time": iso(engine.now())}
                     task = claim(queue, worker_id, page_size, types)
                     if task is not None and isinstance(poll_id, str) and replay is not None and "task_id" in task:
-                        engine.store.put("kv", {"key": f"{req.namespace}\0poll\0{kind}\0{poll_id}",
-                                                "namespace": req.namespace, "kind": "poll", "ref": task["task_id"],
-                                                "attempt": task.get("workflow_task_attempt")})
+                        engine.remember_poll(req.namespace, kind, poll_id, task["task_id"],
+                                             task.get("workflow_task_attempt"))
                 if task is not None:
                     return {"task": task, **envelope, "server_time": iso(engine.now())}
                 waiting.pass_on(seen)
@@ -189,9 +188,9 @@ def _session_close(r: Routes, req: Request) -> Tuple[int, Any]:
 
 
 def _poll_workflow(r: Routes, req: Request) -> Tuple[int, Any]:
-    def replay(stored: Dict[str, Any], worker_id: str) -> Optional[Dict[str, Any]]:
+    def replay(task_id: str, attempt: Any, worker_id: str) -> Optional[Dict[str, Any]]:
         """Only the lease this very poll obtained (same attempt, same worker) is handed out again."""
-        again = tasks.rendered_for_poll(r.engine, stored["ref"], stored.get("attempt") or 0)
+        again = tasks.rendered_for_poll(r.engine, task_id, attempt or 0)
         return again if again is not None and again["lease_owner"] == worker_id else None
 
     validations = ValidationBroker.of(r.engine) if multiplexed(req.body.get("task_kinds")) else None
@@ -223,8 +222,8 @@ def _validation(action: str) -> Handler:
 
 
 def _poll_activity(r: Routes, req: Request) -> Tuple[int, Any]:
-    def replay(stored: Dict[str, Any], worker_id: str) -> Optional[Dict[str, Any]]:
-        found = r.engine.store.select("activities", "task_id = ? AND state = 'leased'", (stored["ref"],), limit=1)
+    def replay(task_id: str, attempt: Any, worker_id: str) -> Optional[Dict[str, Any]]:
+        found = r.engine.store.select("activities", "task_id = ? AND state = 'leased'", (task_id,), limit=1)
         return activities.describe_task(found[0], r.engine) if found and found[0]["lease_owner"] == worker_id \
             else None
 

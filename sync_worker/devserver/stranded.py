@@ -40,8 +40,8 @@ class StrandedTypes:
         with self._lock:
             if key in self._routable or key in self._reported:
                 return
-        live = [w for w in engine.store.select("workers", "namespace = ?", (namespace,))
-                if w.get("task_queue") == queue and w.get("status") == "active"]
+        live = [w for w in engine.store.select("workers", "namespace = ? AND task_queue = ?", (namespace, queue))
+                if w.get("status") == "active"]
         if any(self._takes(w, kind, type_name) for w in live):
             with self._lock:
                 self._routable.add(key)

@@ -70,8 +70,7 @@ def _fresh(engine: Engine, worker: Row) -> bool:
 
 
 def _queue_workers(engine: Engine, namespace: str, task_queue: str) -> List[Row]:
-    return [worker for worker in engine.store.select("workers", "namespace = ?", (namespace,))
-            if worker.get("task_queue") == task_queue]
+    return engine.store.select("workers", "namespace = ? AND task_queue = ?", (namespace, task_queue))
 
 
 def declared_contract(engine: Engine, namespace: str, task_queue: str, workflow_type: str) -> Dict[str, Any]:

@@ -120,7 +120,10 @@ def test_the_partial_indexes_serve_every_hot_reader(tmp_path: object) -> None:
         assert "acts_task_id" in _plan(store, "SELECT data FROM activities WHERE task_id = ? AND namespace = ? LIMIT 1")
         assert "acts_deadline" in _plan(store, "SELECT data FROM activities WHERE state IN ('ready', 'leased', "
                                                "'backoff') AND due_at <= ? LIMIT 200")
-        assert "runs_id" in _plan(store, "SELECT data FROM runs WHERE workflow_id = ? AND namespace != ? LIMIT 1")
+        # one index serves the cross-namespace fence and a workflow id's runs in its namespace
+        assert "runs_wid" in _plan(store, "SELECT data FROM runs WHERE workflow_id = ? AND namespace != ? LIMIT 1")
+        assert "runs_wid" in _plan(store, "SELECT data FROM runs WHERE namespace = ? AND workflow_id = ? "
+                                          "ORDER BY created_order DESC LIMIT 1")
     finally:
         store.close()
 
@@ -131,6 +134,12 @@ def test_an_older_file_gets_the_partial_indexes_and_keeps_its_rows(tmp_path: obj
     conn.execute("CREATE TABLE activities (execution_id TEXT PRIMARY KEY, namespace, task_queue, run_id, state, "
                  "due_at, task_id, activity_type, data TEXT NOT NULL)")
     conn.execute("CREATE TABLE kv (key TEXT PRIMARY KEY, namespace, kind, data TEXT NOT NULL)")
+    conn.execute("CREATE TABLE runs (run_id TEXT PRIMARY KEY, namespace, workflow_id, status, is_current, "
+                 "created_order, data TEXT NOT NULL)")
+    conn.execute("CREATE INDEX runs_wf ON runs(namespace, workflow_id, created_order)")
+    conn.execute("CREATE INDEX runs_id ON runs(workflow_id)")
+    conn.execute("INSERT INTO runs VALUES ('run-1', 'default', 'wf-1', 'running', 1, 1, "
+                 "'{\"run_id\": \"run-1\", \"namespace\": \"default\", \"workflow_id\": \"wf-1\"}')")
     for name, cols in (("acts_due", "state, due_at"), ("acts_claim", "namespace, task_queue, state, execution_id"),
                        ("acts_task", "task_id")):
         conn.execute(f"CREATE INDEX {name} ON activities({cols})")
@@ -143,7 +152,10 @@ def test_an_older_file_gets_the_partial_indexes_and_keeps_its_rows(tmp_path: obj
     try:
         names = {str(r[0]) for r in store._conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         assert {"acts_ready", "acts_deadline", "acts_task_id"} <= names
-        assert not {"acts_due", "acts_claim", "acts_task"} & names
+        assert not {"acts_due", "acts_claim", "acts_task", "runs_wf", "runs_id"} & names
+        assert "runs_wid" in names
+        assert [r["run_id"] for r in store.select("runs", "namespace = ? AND workflow_id = ?", ("default", "wf-1"),
+                                                  order="created_order DESC", limit=1)] == ["run-1"]
         found = store.select("activities", "namespace = ? AND task_queue = ? AND state = 'ready'", ("default", "q"),
                              order="execution_id", limit=1)
         assert [r["execution_id"] for r in found] == ["x1"]

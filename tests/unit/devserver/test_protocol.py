@@ -356,6 +356,18 @@ def test_run_timeout_closes_the_run(raw: Raw) -> None:
     assert "TimerCancelled" not in [e["event_type"] for e in events]
 
 
+def test_the_earlier_execution_timeout_closes_the_run(raw: Raw) -> None:
+    """One deadline timer per run (the earlier): here the execution timeout, with the run's far away."""
+    raw.ok("POST", "/workflows", {"workflow_id": "wf-slow", "workflow_type": "t", "task_queue": "q",
+                                  "input": envelope([]), "run_timeout_seconds": 60, "execution_timeout_seconds": 1})
+    raw.complete(raw.poll(), [{"type": "start_timer", "delay_seconds": 30}])
+    _wait(lambda: raw.ok("GET", "/workflows/wf-slow")["status"] == "failed", timeout=5)
+    events = raw.history("wf-slow")
+    assert [e["event_type"] for e in events][-1] == "WorkflowTimedOut"
+    assert events[-1]["payload"]["timeout_kind"] == "execution_timeout"
+    assert "TimerCancelled" not in [e["event_type"] for e in events]
+
+
 @pytest.mark.parametrize("name", ["workflow-waiting-history-type", "workflow-waiting-history-message"])
 def test_pending_history_reports_release_the_lease(name: str, raw: Raw) -> None:
     from tests._fixtures import load_fixture

@@ -148,3 +148,28 @@ def test_a_busy_server_leaves_every_index_consistent(tmp_path: Any) -> None:
         assert reopened.count("runs", "status = 'failed'") == 6
     finally:
         reopened.close()
+
+
+def test_cached_documents_follow_rollbacks_and_deletes(store: Store) -> None:
+    """``runs`` and ``workers`` documents are served from their cached text: it must be the file's."""
+    run = {"run_id": "r1", "namespace": "default", "workflow_id": "wf", "status": "running", "is_current": 1,
+           "created_order": 1}
+    store.begin()
+    store.put("runs", run)
+    store.end(True)
+    assert store.get("runs", "r1") == run
+    store.begin()
+    store.put("runs", {**run, "status": "completed"})
+    assert store.get("runs", "r1") == {**run, "status": "completed"}
+    store.end(False)  # rolled back: the cache must not keep what the file does not hold
+    assert store.get("runs", "r1") == run
+    store.begin()
+    store.delete("runs", "r1")
+    store.end(True)
+    assert store.get("runs", "r1") is None
+    store.begin()
+    store.put("runs", run)
+    store.delete_where("runs", "workflow_id = ?", ("wf",))
+    store.end(True)
+    assert store.get("runs", "r1") is None
+    assert _mismatches(store) == []

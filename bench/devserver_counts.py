@@ -1,0 +1,137 @@
+"""What the dev server's engine does per activity and per start, counted in process (no HTTP).
+
+    python3 bench/devserver_counts.py                          # this tree
+    python3 bench/devserver_counts.py --baseline /tmp/before   # and another tree's, interleaved
+
+Each measurement runs in its own process on a fresh ``--db`` file (WAL mode, as ``sync-worker
+devserver --db``), calling the route handlers directly, one request at a time (each request commits,
+as a request alone does on the server). Printed per tree, per round:
+
+- a standalone no-op activity's poll + complete: SQL statements (``sqlite3`` trace callback, BEGIN
+  and COMMIT included), WAL pages written (the WAL's growth, checkpoints held off), engine CPU (ms);
+- a workflow start with the SDK's default timeouts (600 s run, 3,600 s execution): the same three.
+
+The counts are exact and repeatable; the CPU figures move with the machine's load (compare trees
+in the same run, not across runs). The wire, the threads and the kernel's share of a request are
+not in them: ``devserver_throughput.py`` and ``devserver_targets.py`` measure the whole server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any, Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _child(operation: str, count: int) -> Dict[str, float]:
+    from sync_worker.devserver import control
+    from sync_worker.devserver import store as store_module
+    from sync_worker.devserver.engine import Config, Engine
+    from sync_worker.devserver.queries import QueryBroker
+    from sync_worker.devserver.routes import Request, Routes
+    from sync_worker.payloads import envelope
+
+    store_module._CHECKPOINT_EVERY_COMMITS = 10 ** 9  # the WAL's growth is the pages written
+    directory = tempfile.mkdtemp(prefix="devserver-counts-")
+    db = os.path.join(directory, "counts.sqlite")
+    engine = Engine(Config(), db)
+    if engine.store._checkpointer is not None:
+        engine.store._checkpointer.close()
+        engine.store._checkpointer = None
+    routes = Routes(engine, QueryBroker(engine))
+    args = envelope([])
+    result = envelope(None)
+
+    def call(path: str, body: Dict[str, Any], plane: str = "worker") -> Any:
+        handler, params, _ = routes.match("POST", path)
+        assert handler is not None
+        request = Request(method="POST", path=path, query={}, headers={}, namespace="default", plane=plane,
+                          body=body, params=params)
+        with engine.grouped():
+            return handler(routes, request)[1]
+
+    call("/api/worker/register", {"worker_id": "w1", "task_queue": "q", "runtime": "python",
+                                  "supported_activity_types": ["noop"]})
+    warm = 50
+
+    def one(n: int) -> None:
+        if operation == "activity":
+            poll = {"worker_id": "w1", "task_queue": "q", "timeout_seconds": 0,
+                    "poll_request_id": f"activity-poll-{uuid.uuid4().hex}"}
+            task = call("/api/worker/activity-tasks/poll", poll)["task"]
+            call(f"/api/worker/activity-tasks/{task['task_id']}/complete",
+                 {"activity_attempt_id": task["activity_attempt_id"], "lease_owner": "w1", "result": result})
+        else:
+            call("/api/workflows", {"workflow_id": f"wf-{n}", "workflow_type": "t", "task_queue": "nobody",
+                                    "input": args, "run_timeout_seconds": 600, "execution_timeout_seconds": 3600},
+                 plane="control")
+
+    if operation == "activity":
+        with engine.lock, engine.tx():
+            for _ in range(count + warm):
+                control.start_activity(engine, "default", {"activity_type": "noop", "task_queue": "q", "input": args})
+    for n in range(warm):
+        one(-1 - n)
+    conn = engine.store._conn
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    statements = [0]
+    conn.set_trace_callback(lambda _sql: statements.__setitem__(0, statements[0] + 1))
+    started = time.process_time()
+    for n in range(count):
+        one(n)
+    cpu = time.process_time() - started
+    conn.set_trace_callback(None)
+    page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    wal = os.path.getsize(db + "-wal")
+    engine.store.close()
+    return {"statements": statements[0] / count, "wal_pages": (wal - 32) / (page_size + 24) / count,
+            "cpu_ms": 1000 * cpu / count}
+
+
+def _measure(tree: str, operation: str, count: int) -> Dict[str, float]:
+    env = dict(os.environ)
+    if tree:
+        env["PYTHONPATH"] = tree + os.pathsep + env.get("PYTHONPATH", "")
+    else:
+        env["PYTHONPATH"] = os.path.dirname(HERE) + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run([sys.executable, __file__, "_child", operation, str(count)], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    figures: Dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--count", type=int, default=1500, help="activities (and starts) measured per round")
+    parser.add_argument("--baseline", default="", help="a directory holding another tree's sync_worker")
+    args = parser.parse_args()
+    trees = [("ours", "")] + ([("before", os.path.abspath(args.baseline))] if args.baseline else [])
+    got: Dict[str, List[Dict[str, float]]] = {}
+    for round_no in range(args.rounds):
+        for label, tree in trees:
+            for operation in ("activity", "start"):
+                figures = _measure(tree, operation, args.count)
+                got.setdefault(f"{label} {operation}", []).append(figures)
+                print(f"round {round_no + 1} {label:6} {operation:8}: {figures['statements']:.1f} statements, "
+                      f"{figures['wal_pages']:.2f} WAL pages, {figures['cpu_ms']:.3f} ms CPU", flush=True)
+    print("\nper poll + complete (activity) and per start with timeouts, in process; CPU min..max over the rounds")
+    for key, rows in got.items():
+        cpu = [r["cpu_ms"] for r in rows]
+        print(f"  {key:16} {rows[-1]['statements']:5.1f} statements  {rows[-1]['wal_pages']:6.2f} WAL pages  "
+              f"{min(cpu):.3f}..{max(cpu):.3f} ms CPU")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_child":
+        print(json.dumps(_child(sys.argv[2], int(sys.argv[3]))))
+    else:
+        main()
