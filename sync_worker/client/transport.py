@@ -45,6 +45,7 @@ from .. import errors
 from ..cancel import CancelToken
 from .connections import RequestSlot, TrackedAdapter, active
 from .deadlines import watchdog
+from .repeated_json import RepeatedMembers
 from .statuses import _body_reason, raise_for_status
 from .stdlib_pool import StdlibPool
 from .transport_errors import deadline_error, direct_error, redacted_url, requests_error
@@ -267,7 +268,7 @@ class Transport:
                 active.slot = previous
             if cancel is not None and handle is not None:
                 cancel.remove_callback(handle)
-        body = _parse_body(content, content_type, status, route)
+        body = _parse_body(content, content_type, status, route, _POLL_BODIES.loads if poll else _DECODER.decode)
         if poll and content_type.split(";")[0].strip() == POLL_ENVELOPE_MEDIA_TYPE:
             status, body = _unwrap_poll_envelope(status, body, route)
         raise_for_status(status, body, route=route, operation=operation)
@@ -339,29 +340,33 @@ if hasattr(os, "register_at_fork"):  # POSIX
 #: once: ``json.dumps`` with options builds an encoder per call).
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _DECODER = json.JSONDecoder()
+#: Poll answers: the ``server_capabilities`` block every one of them carries is decoded once
+#: (a worker never reads it from a poll; the poll hands back ``task`` only).
+_POLL_BODIES = RepeatedMembers(["server_capabilities"])
 
 
 def _dumps(value: Any) -> bytes:
     return _ENCODER.encode(value).encode("utf-8")
 
 
-def _loads(content: bytes) -> Any:
-    """``json.loads(content)``; UTF-8 (what servers send) decoded directly, any other encoding
-    (UTF-16/32, a BOM) through ``json.loads``'s own detection."""
+def _loads(content: bytes, decode: Callable[[str], Any] = _DECODER.decode) -> Any:
+    """``json.loads(content)``; UTF-8 (what servers send) decoded directly with ``decode``, any
+    other encoding (UTF-16/32, a BOM) through ``json.loads``'s own detection."""
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError:
         return json.loads(content)
     if text[:1] == "\ufeff" or "\x00" in text[:4]:
         return json.loads(content)
-    return _DECODER.decode(text)
+    return decode(text)
 
 
-def _parse_body(content: bytes, content_type: str, status: int, route: str) -> Any:
+def _parse_body(content: bytes, content_type: str, status: int, route: str,
+                decode: Callable[[str], Any] = _DECODER.decode) -> Any:
     if status == 204 or not content or content.isspace():
         return None
     try:
-        return _loads(content)
+        return _loads(content, decode)
     except ValueError:
         if status >= 400:
             return content[:512].decode("utf-8", "replace")
