@@ -109,7 +109,7 @@ class ActivityRetryInfo:
         object.__setattr__(self, "attempt_number", attempt_number)
         object.__setattr__(self, "policy_provided", policy_provided)
         # Stored as JSON so every caller gets an independent copy.
-        object.__setattr__(self, "_policy_json", json.dumps(policy))
+        object.__setattr__(self, "_policy_json", "null" if policy is None else json.dumps(policy))
 
     @classmethod
     def from_task(cls, attempt_number: int, task: Mapping[str, Any]) -> ActivityRetryInfo:

@@ -240,8 +240,9 @@ class Transport:
             raise errors.WorkerShutdown(f"{route}: not sent, the worker is shutting down")
         slot = RequestSlot()
         handle = cancel.add_callback(slot.abort) if cancel is not None else None
-        previous = getattr(active, "slot", None)
+        previous = None
         if not direct:  # the requests path finds the slot through the thread-local
+            previous = getattr(active, "slot", None)
             active.slot = slot
         read_budget = read_timeout or self.timeout
         # The absolute deadline of this attempt: further bytes never extend it (a read timeout
