@@ -61,10 +61,13 @@ class RepeatedMembers:
             if text[idx] != '"':
                 raise _Unexpected  # includes "{}": json decodes it
             key, idx = _scanstring(text, idx + 1)
-            idx = _ws(text, idx)
+            if text[idx] in _WHITESPACE:
+                idx = _ws(text, idx)
             if text[idx] != ":":
                 raise _Unexpected
-            idx = _ws(text, idx + 1)
+            idx += 1
+            if text[idx] in _WHITESPACE:
+                idx = _ws(text, idx)
             known = seen.get(key)
             if known is not None and text.startswith(known[0], idx):
                 value = known[1]
@@ -75,13 +78,17 @@ class RepeatedMembers:
                     seen[key] = (text[idx:end], value)
                 idx = end
             result[key] = value
-            idx = _ws(text, idx)
+            if text[idx] in _WHITESPACE:
+                idx = _ws(text, idx)
             separator = text[idx]
-            idx = _ws(text, idx + 1)
+            idx += 1
             if separator == "}":
                 break
             if separator != ",":
                 raise _Unexpected
+            if text[idx] in _WHITESPACE:
+                idx = _ws(text, idx)
+        idx = _ws(text, idx)  # trailing whitespace (idx may be the end of the text)
         if idx != len(text):
             raise _Unexpected
         return result

@@ -346,8 +346,17 @@ _DECODER = json.JSONDecoder()
 _POLL_BODIES = RepeatedMembers(["server_capabilities"])
 
 
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_c_encode_string = getattr(json.encoder, "c_encode_basestring", None)
+
+
 def _dumps(value: Any) -> bytes:
-    return _ENCODER.encode(value).encode("utf-8")
+    """``_ENCODER.encode(value)`` as UTF-8: the C encoder ``JSONEncoder.iterencode`` would build
+    (fresh cycle markers each call), built here without its two Python frames."""
+    if _c_make_encoder is None or _c_encode_string is None or isinstance(value, str):
+        return _ENCODER.encode(value).encode("utf-8")
+    chunks = _c_make_encoder({}, _ENCODER.default, _c_encode_string, None, ":", ",", False, False, False)(value, 0)
+    return "".join(chunks).encode("utf-8")
 
 
 def _loads(content: bytes, decode: Callable[[str], Any] = _DECODER.decode) -> Any:
