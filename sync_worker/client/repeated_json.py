@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterable, Tuple
 __all__ = ["RepeatedMembers"]
 
 _DECODER = json.JSONDecoder()
-_scan_once: Callable[[str, int], Tuple[Any, int]] = _DECODER.scan_once
+_scan_once: Callable[[str, int], Tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 _scanstring: Callable[[str, int], Tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 _skip_ws = re.compile(r"[ \t\n\r]*").match  # JSON whitespace, as ``json.decoder`` skips it
 _WHITESPACE = frozenset(" \t\n\r")
@@ -61,11 +61,15 @@ class RepeatedMembers:
             if text[idx] != '"':
                 raise _Unexpected  # includes "{}": json decodes it
             key, idx = _scanstring(text, idx + 1)
+            if text[idx] == " ":  # json.dumps' default separators: one space
+                idx += 1
             if text[idx] in _WHITESPACE:
                 idx = _ws(text, idx)
             if text[idx] != ":":
                 raise _Unexpected
             idx += 1
+            if text[idx] == " ":  # json.dumps' default separators: one space
+                idx += 1
             if text[idx] in _WHITESPACE:
                 idx = _ws(text, idx)
             known = seen.get(key)
@@ -78,6 +82,8 @@ class RepeatedMembers:
                     seen[key] = (text[idx:end], value)
                 idx = end
             result[key] = value
+            if text[idx] == " ":  # json.dumps' default separators: one space
+                idx += 1
             if text[idx] in _WHITESPACE:
                 idx = _ws(text, idx)
             separator = text[idx]
@@ -86,6 +92,8 @@ class RepeatedMembers:
                 break
             if separator != ",":
                 raise _Unexpected
+            if text[idx] == " ":  # json.dumps' default separators: one space
+                idx += 1
             if text[idx] in _WHITESPACE:
                 idx = _ws(text, idx)
         idx = _ws(text, idx)  # trailing whitespace (idx may be the end of the text)
@@ -101,4 +109,4 @@ def _ws(text: str, idx: int) -> int:
         return idx
     if text[idx + 1:idx + 2] not in _WHITESPACE:
         return idx + 1
-    return _skip_ws(text, idx).end()
+    return _skip_ws(text, idx).end()  # type: ignore[union-attr]  # "[...]*" always matches

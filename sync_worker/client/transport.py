@@ -248,7 +248,8 @@ class Transport:
         # The absolute deadline of this attempt: further bytes never extend it (a read timeout
         # alone applies per recv, so a dripping server could hold the request for ever).
         budget = self.connect_timeout + read_budget
-        deadline = watchdog().schedule(budget, slot.abort)
+        deadlines = watchdog()
+        deadline = deadlines.schedule(budget, slot.abort)
         exchange = self._exchange_direct if direct else self._exchange_requests
         try:
             status, content_type, content = exchange(method, url, route, headers, data, read_budget, slot)
@@ -264,7 +265,7 @@ class Transport:
                 raise requests_error(exc, self.safe_url, route, method, path) from exc
             raise direct_error(exc, self.safe_url, route, method, path) from exc
         finally:
-            watchdog().cancel(deadline)
+            deadlines.cancel(deadline)
             if not direct:
                 active.slot = previous
             if cancel is not None and handle is not None:
