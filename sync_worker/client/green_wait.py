@@ -5,7 +5,7 @@ yet (always, for a request's answer) it arms a new ``gevent.Timeout`` (an object
 watcher, ``start``/``__enter__``/``__exit__``/``close``), waits on the socket's read watcher
 in the hub, then tries again. A worker makes two such waits per task.
 :class:`GreenWait` keeps what the wait needs with the connection instead: the real socket, the
-read watcher gevent made for it, and one timer watcher per timeout value; a wait starts and
+read watcher gevent made for it, and one timer watcher per timeout value; a wait re-arms and
 stops that timer around ``hub.wait``. Everything else is gevent's: the wait is the same hub
 wait, a ``shutdown``/``close`` of the gevent socket from another greenlet cancels it the same
 way, and a wait that runs out raises ``socket.timeout("timed out")`` in the waiting greenlet,
@@ -85,9 +85,11 @@ class GreenWait:
         if timer is None or self._seconds != seconds:
             if timer is not None:
                 timer.close()
-            timer = self._timer = self._hub.loop.timer(seconds)
+            # Repeating, and re-armed with again(): a stopped timer's start() would keep counting
+            # from its first start instead of from now. The wait stops it whichever way it ends.
+            timer = self._timer = self._hub.loop.timer(seconds, seconds)
             self._seconds = seconds
-        timer.start(_expired, self._getcurrent(), update=True)
+        timer.again(_expired, self._getcurrent(), update=True)
         try:
             self._hub.wait(watcher)
         finally:
