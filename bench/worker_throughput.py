@@ -10,7 +10,8 @@ pinned to the other core (``os.sched_setaffinity``), so "one worker process on o
 literal. A worker child measures its own user+system CPU from its first activity to its last;
 the server records completion times and its own CPU. With ``--baseline DIR`` each of our kinds
 is also run from another tree's ``sync_worker`` (``threads@base``: ``git archive main | tar -x
--C DIR``) right after ours in every round, so before and after share the same minutes.
+-C DIR``) in every round beside ours, so before and after share the same minutes; the per-round
+ratios are printed.
 ``threads-requests`` is the thread worker with ``Client(worker_plane_transport="requests")``:
 what the direct urllib3 path saves; ``-p4`` kinds run four activity pollers
 (``max_concurrent_activity_task_polls=4``). Printed per kind and round: tasks/s (first
