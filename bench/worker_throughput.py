@@ -2,15 +2,19 @@
 
     python3 bench/worker_throughput.py                   # 3 rounds x (sdk, threads, gevent), 3,000 tasks each
     python3 bench/worker_throughput.py --tasks 2000 --rounds 1 --slots 20
+    python3 bench/worker_throughput.py --kinds sdk,threads,gevent --baseline /tmp/before   # A/B, interleaved
 
 The server is ``bench/fake_worker_server.py`` (real dev-server response shapes, one selectors
 thread, keep-alive), in its own process pinned to one core; each worker is one child process
 pinned to the other core (``os.sched_setaffinity``), so "one worker process on one core" is
 literal. A worker child measures its own user+system CPU from its first activity to its last;
-the server records completion times and its own CPU. ``threads-requests`` is the thread worker
-with ``Client(worker_plane_transport="requests")``: what the direct urllib3 path saves; ``-p4`` kinds
-run four activity pollers (``max_concurrent_activity_task_polls=4``). Printed
-per kind and round: tasks/s (first
+the server records completion times and its own CPU. With ``--baseline DIR`` each of our kinds
+is also run from another tree's ``sync_worker`` (``threads@base``: ``git archive main | tar -x
+-C DIR``) in every round beside ours, so before and after share the same minutes; the per-round
+ratios are printed.
+``threads-requests`` is the thread worker with ``Client(worker_plane_transport="requests")``:
+what the direct urllib3 path saves; ``-p4`` kinds run four activity pollers
+(``max_concurrent_activity_task_polls=4``). Printed per kind and round: tasks/s (first
 to last completion), worker CPU per task, the server's CPU share of that time (it must stay far
 from a full core, or it would be the bottleneck), then medians, min/max and ratios to the SDK.
 """
@@ -72,6 +76,10 @@ def parse_kind(kind: str) -> Tuple[str, str, int]:
 
 def worker_child(kind: str, url: str, tasks: int, slots: int) -> None:
     _pin(WORKER_CORE)
+    kind, _, base = kind.partition("@")
+    tree = os.environ.get("SYNC_WORKER_BENCH_TREE")
+    if base and tree:  # the baseline tree's sync_worker, imported before ours can be
+        sys.path.insert(0, os.path.abspath(tree))
     state: Dict[str, Any] = {"count": 0, "cpu_start": None}
     lock = threading.Lock()
     finished = threading.Event()
@@ -133,14 +141,15 @@ def worker_child(kind: str, url: str, tasks: int, slots: int) -> None:
     print("RESULT " + json.dumps({"kind": kind, "tasks": state["count"], "cpu_seconds": cpu_seconds}), flush=True)
 
 
-def _one(kind: str, shapes_path: str, tasks: int, slots: int) -> Dict[str, Any]:
+def _one(kind: str, shapes_path: str, tasks: int, slots: int, baseline: str = "") -> Dict[str, Any]:
     server = subprocess.Popen([sys.executable, os.path.join(HERE, "fake_worker_server.py"), shapes_path, str(tasks)],
                               stdout=subprocess.PIPE, text=True, preexec_fn=lambda: _pin(SERVER_CORE))
     assert server.stdout is not None
     port = int(server.stdout.readline().split()[1])
     try:
+        env = dict(os.environ, SYNC_WORKER_BENCH_TREE=baseline) if "@" in kind else None
         out = subprocess.run([sys.executable, __file__, "_worker", kind, f"http://127.0.0.1:{port}", str(tasks),
-                              str(slots)], capture_output=True, text=True, timeout=900)
+                              str(slots)], capture_output=True, text=True, timeout=900, env=env)
         lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
         if not lines:
             raise RuntimeError(f"{kind} worker gave no result:\n{out.stderr[-3000:]}")
@@ -161,6 +170,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--slots", type=int, default=20)
     parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--baseline", default="", help="another tree: each of our kinds also runs from its sync_worker")
     args = parser.parse_args()
     from _noise import NoiseProbe
     from fake_worker_server import capture_shapes
@@ -168,6 +178,8 @@ def main() -> None:
     noise = NoiseProbe(core=WORKER_CORE)
 
     kinds = [k for k in args.kinds.split(",") if k]
+    if args.baseline:
+        kinds = [v for k in kinds for v in ([k] if k == "sdk" else [k, k + "@base"])]
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(capture_shapes(), handle)
         shapes_path = handle.name
@@ -177,7 +189,7 @@ def main() -> None:
             order = kinds[round_no % len(kinds):] + kinds[:round_no % len(kinds)]
             for kind in order:
                 noise.sample()
-                one = _one(kind, shapes_path, args.tasks, args.slots)
+                one = _one(kind, shapes_path, args.tasks, args.slots, args.baseline)
                 results[kind].append(one)
                 print(f"round {round_no + 1} {kind:16s} {one['tasks_per_s']:8.0f} tasks/s  "
                       f"{one['cpu_ms_per_task']:.3f} ms CPU/task  server {100 * one['server_share']:.0f}% of a core",
@@ -200,7 +212,12 @@ def main() -> None:
                 f"server {100 * statistics.median(share):.0f}% of a core")
         if sdk_rate and sdk_cpu and kind != "sdk":
             ratio_rate, ratio_cpu = statistics.median(rate) / sdk_rate, statistics.median(cpu) / sdk_cpu
-            line += f"   x{ratio_rate:.2f} throughput, x{ratio_cpu:.2f} CPU"
+            line += f"   x{ratio_rate:.2f} throughput, x{ratio_cpu:.2f} CPU (SDK / ours: x{1 / ratio_cpu:.1f})"
+        if kind + "@base" in results:
+            base_cpu = spread(kind + "@base", "cpu_ms_per_task")
+            pairs = [ours / base for ours, base in zip(cpu, base_cpu)]
+            line += (f"   CPU ours / base x{statistics.median(cpu) / statistics.median(base_cpu):.2f} "
+                     f"(per round {' '.join(f'x{p:.2f}' for p in pairs)})")
         print(line)
 
 

@@ -22,6 +22,7 @@ import time
 from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, TypeVar
 
+from .cancel import _native_lock
 from .errors import ActivityCancelled, ActivityLeaseAuthorityLost, InvalidWorkflowDefinition, WorkerShutdown
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ class ActivityRetryInfo:
         object.__setattr__(self, "attempt_number", attempt_number)
         object.__setattr__(self, "policy_provided", policy_provided)
         # Stored as JSON so every caller gets an independent copy.
-        object.__setattr__(self, "_policy_json", json.dumps(policy))
+        object.__setattr__(self, "_policy_json", "null" if policy is None else json.dumps(policy))
 
     @classmethod
     def from_task(cls, attempt_number: int, task: Mapping[str, Any]) -> ActivityRetryInfo:
@@ -169,7 +170,9 @@ class ActivityContext:
         self._info = info
         self._client = client
         self._cancel = cancel
-        self._lock = threading.Lock()
+        # Guards a few flags, never held across a call: the OS lock even under gevent (one per
+        # task; gevent's patched lock is Python code to make and to take).
+        self._lock = _native_lock()
         self._cancel_requested = False
         self._authority_lost_reason: Optional[str] = None
         self._abandoned = False

@@ -36,10 +36,16 @@ def _native_lock() -> Any:
 
 
 class CancelToken:
-    """A cancellation flag with wait and callbacks. Safe to use from any thread."""
+    """A cancellation flag with wait and callbacks. Safe to use from any thread.
+
+    The flag is a plain attribute (read on every request's path); the event is made by the first
+    :meth:`wait` (most tokens, one per task, are never waited on).
+    """
 
     def __init__(self, event_factory: Optional[Callable[[], Any]] = None) -> None:
-        self._event = (event_factory or threading.Event)()
+        self._event_factory = event_factory or threading.Event
+        self._event: Any = None
+        self._cancelled = False
         # Held only for a few dict operations, never across a wait: the OS lock even under gevent
         # (its patched lock is Python code, taken several times per task).
         self._lock = _native_lock()
@@ -48,16 +54,19 @@ class CancelToken:
 
     @property
     def cancelled(self) -> bool:
-        return bool(self._event.is_set())
+        return self._cancelled
 
     def cancel(self) -> None:
         """Set the flag and run every registered callback once (errors are logged, not raised)."""
         with self._lock:
-            if self._event.is_set():
+            if self._cancelled:
                 return
-            self._event.set()
+            self._cancelled = True
+            event = self._event
             callbacks = list(self._callbacks.values())
             self._callbacks.clear()
+        if event is not None:
+            event.set()
         for callback in callbacks:
             try:
                 callback()
@@ -66,12 +75,20 @@ class CancelToken:
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Block until cancelled or ``timeout`` passes; True when cancelled."""
-        return bool(self._event.wait(timeout))
+        event = self._event
+        if event is None:
+            with self._lock:  # cancel() reads the event under this lock: set after, or seen here
+                if self._cancelled:
+                    return True
+                event = self._event
+                if event is None:
+                    event = self._event = self._event_factory()
+        return bool(event.wait(timeout))
 
     def add_callback(self, callback: Callback) -> int:
         """Register ``callback`` to run on cancel; runs it at once if already cancelled."""
         with self._lock:
-            if not self._event.is_set():
+            if not self._cancelled:
                 handle = self._next_handle
                 self._next_handle += 1
                 self._callbacks[handle] = callback

@@ -284,7 +284,7 @@ class ClientBase:
             headers = self._control_headers()
         else:  # discovery: prefer the worker credential, as the contract says
             headers = self._worker_headers() if self.worker_token else self._control_headers()
-        clean_params = {k: v for k, v in (params or {}).items() if v is not None} or None
+        clean_params = ({k: v for k, v in params.items() if v is not None} or None) if params else None
         # The worker plane is the hot path: the stdlib socket pool (unless asked otherwise). The
         # control plane keeps requests unless asked otherwise (the Celery facade's publishes).
         direct = (self.worker_plane_transport if plane == "worker" else self.control_plane_transport) == "stdlib"

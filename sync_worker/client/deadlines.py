@@ -5,9 +5,11 @@ request alive for as long as it likes. Every attempt therefore also gets an abso
 deadline; when it passes, :class:`DeadlineWatchdog` runs the attempt's abort callback (which
 shuts the socket down), whatever bytes are still arriving.
 
-One watchdog task serves the whole process: a heap of deadlines and one condition variable,
-so an attempt costs a heap push, not a timer thread. Under gevent the ``threading`` module
-is patched, so the same code runs as one greenlet. After a fork the child starts its own.
+One watchdog task serves the whole process: a heap of deadlines and one wake-up event, so an
+attempt costs a heap push, not a timer thread. The heap's lock is the OS lock even under gevent
+(held for a push or a pop, never across a wait; gevent's patched lock is Python code, taken on
+every request); the event is ``threading``'s, so under gevent the watchdog waits as a greenlet.
+After a fork the child starts its own.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import logging
 import os
 import threading
 import time
-from typing import Callable, List, Tuple
+from typing import Callable, List, Optional, Tuple
+
+from ..cancel import _native_lock
 
 __all__ = ["DeadlineWatchdog", "Timer", "watchdog"]
 
@@ -49,22 +53,26 @@ class DeadlineWatchdog:
             os.register_at_fork(after_in_child=self._reset)
 
     def _reset(self) -> None:
-        self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
+        self._lock = _native_lock()
+        self._wake = threading.Event()  # set when a new deadline comes first
+        # Starting the task may switch greenlets (gevent's Thread.start waits): never under _lock.
+        self._start_lock = threading.Lock()
         self._heap: List[Tuple[float, int, Timer]] = []
         self._pushes = 0
         self._running = False  # reset in a forked child (the at-fork hook): no getpid per schedule
 
     def schedule(self, seconds: float, callback: Callable[[], None]) -> Timer:
         timer = Timer(self._clock() + max(0.0, seconds), callback)
-        with self._lock:
+        if not self._running:
             self._ensure_running()
+        with self._lock:
             heapq.heappush(self._heap, (timer.deadline, next(self._order), timer))
             self._pushes += 1
             if self._pushes >= _COMPACT_EVERY:
                 self._compact()
-            if self._heap[0][2] is timer:
-                self._wake.notify()
+            first = self._heap[0][2] is timer
+        if first:
+            self._wake.set()
         return timer
 
     def cancel(self, timer: Timer) -> None:
@@ -92,30 +100,33 @@ class DeadlineWatchdog:
             return len(self._heap)
 
     def _ensure_running(self) -> None:
-        if self._running:
-            return
-        self._running = True
-        thread = threading.Thread(target=self._run, name="sync-worker-http-deadlines", daemon=True)
-        thread.start()
+        with self._start_lock:
+            if self._running:
+                return
+            self._running = True
+            thread = threading.Thread(target=self._run, name="sync-worker-http-deadlines", daemon=True)
+            thread.start()
 
     def _run(self) -> None:
         while True:
             due: List[Timer] = []
+            wait: Optional[float] = None
+            self._wake.clear()  # before looking: a deadline pushed after this look sets it again
             with self._lock:
                 while self._heap and self._heap[0][2].cancelled:
                     heapq.heappop(self._heap)
-                if not self._heap:
-                    self._wake.wait()
-                    continue
-                now = self._clock()
-                while self._heap and (self._heap[0][2].cancelled or self._heap[0][0] <= now):
-                    _, _, timer = heapq.heappop(self._heap)
-                    if not timer.cancelled:
-                        timer.fired = True
-                        due.append(timer)
-                if not due:
-                    self._wake.wait(max(0.0, self._heap[0][0] - now))
-                    continue
+                if self._heap:
+                    now = self._clock()
+                    while self._heap and (self._heap[0][2].cancelled or self._heap[0][0] <= now):
+                        _, _, timer = heapq.heappop(self._heap)
+                        if not timer.cancelled:
+                            timer.fired = True
+                            due.append(timer)
+                    if not due and self._heap:
+                        wait = max(0.0, self._heap[0][0] - now)
+            if not due:
+                self._wake.wait(wait)
+                continue
             for timer in due:
                 try:
                     timer.callback()

@@ -106,8 +106,10 @@ class Response:
         if status in _NO_BODY or 100 <= status < 200:
             self._length = 0
         elif not self._chunked and b"content-length" in fields:
-            values = {v.strip() for v in fields[b"content-length"].split(b",")}
-            value = values.pop() if len(values) == 1 else b""
+            value = fields[b"content-length"]
+            if b"," in value:  # repeated copies (joined by _keep) must agree
+                values = {v.strip() for v in value.split(b",")}
+                value = values.pop() if len(values) == 1 else b""
             if not value.isdigit():
                 raise http.client.HTTPException("invalid Content-Length")
             self._length = int(value)
@@ -204,10 +206,16 @@ def _parse_head(head: bytes) -> Tuple[bytes, int, Dict[bytes, bytes]]:
         raise http.client.LineTooLong("status line")
     version, status = _status(lines[0])
     fields: Dict[bytes, bytes] = {}
-    for line in lines[1:]:
+    for line in lines[1:]:  # _keep, inlined: a head has a handful of lines and this runs twice per task
         if len(line) + 2 > MAX_LINE:
             raise http.client.LineTooLong("header line")
-        _keep(fields, line)
+        name, colon, value = line.partition(b":")
+        if not colon:
+            raise http.client.HTTPException("malformed header line")
+        key = name.strip().lower()
+        if key in _KEPT:
+            value = value.strip()
+            fields[key] = fields[key] + b", " + value if key in fields else value
     return version, status, fields
 
 

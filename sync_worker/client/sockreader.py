@@ -13,7 +13,7 @@ is the end of the stream, as for a file.
 from __future__ import annotations
 
 import socket
-from typing import Optional
+from typing import Callable, Optional
 
 __all__ = ["SocketReader"]
 
@@ -25,10 +25,11 @@ _HEAD_MAX = 64 * 1024
 class SocketReader:
     """``readline``/``read``/``read1`` over ``sock`` with one growing buffer and a read offset."""
 
-    __slots__ = ("_buf", "_pos", "_sock")
+    __slots__ = ("_buf", "_pos", "_recv", "_sock")
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, recv: Optional[Callable[[int], bytes]] = None) -> None:
         self._sock = sock
+        self._recv = recv if recv is not None else sock.recv  # a connection's own wait (gevent), or the socket's
         self._buf = b""
         self._pos = 0
 
@@ -38,7 +39,7 @@ class SocketReader:
         return len(self._buf) - self._pos
 
     def _fill(self) -> bool:
-        data = self._sock.recv(_RECV)
+        data = self._recv(_RECV)
         if not data:
             return False
         pos = self._pos
@@ -51,7 +52,7 @@ class SocketReader:
         one ``recv`` and has no bare LF; else None, nothing consumed (read it line by line)."""
         pos = self._pos
         if pos >= len(self._buf):
-            data = self._sock.recv(_RECV)
+            data = self._recv(_RECV)
             if not data:
                 return None  # the line reader sees the end of the stream too
             self._buf, self._pos = data, 0
@@ -98,7 +99,7 @@ class SocketReader:
         self._buf, self._pos = b"", 0
         remaining = size - available
         while remaining > 0:
-            data = self._sock.recv(min(remaining, _RECV))
+            data = self._recv(min(remaining, _RECV))
             if not data:
                 break
             parts.append(data)
@@ -111,4 +112,4 @@ class SocketReader:
             data = self._buf[self._pos:self._pos + size]
             self._pos += len(data)
             return data
-        return self._sock.recv(size)
+        return self._recv(size)

@@ -15,7 +15,11 @@ What this pool does, for one server origin:
 * checks a pooled connection is still open before reusing it (a zero-timeout native poll, as
   the requests path does), so a connection the server closed is never sent on;
 * connects within ``connect_timeout`` (TLS handshake included), then reads with the request's
-  read timeout per ``recv``; the transport's absolute deadline covers the whole attempt;
+  read timeout per ``recv``; the transport's absolute deadline covers the whole attempt. On
+  Linux a plain TCP socket (not TLS, not gevent's) is put in blocking mode and the kernel times
+  its waits out (``SO_RCVTIMEO``/``SO_SNDTIMEO``): CPython would otherwise ``poll()`` before
+  every ``send`` and ``recv`` of a socket with a timeout (two system calls per request). A wait
+  the kernel ends is raised as the same ``socket.timeout`` CPython raises;
 * registers the connection with the request's :class:`~sync_worker.client.connections.RequestSlot`
   before sending, so shutdown and the absolute deadline can shut its socket down mid-request;
 * TLS with the caller's ``ssl.SSLContext`` as given, or one built from ``verify`` as requests
@@ -26,9 +30,12 @@ Under gevent the socket module is patched, so every wait yields.
 
 from __future__ import annotations
 
+import _socket
 import os
 import socket
 import ssl
+import struct
+import sys
 import threading
 from collections import deque
 from typing import Any, Deque, Mapping, Optional, Tuple
@@ -36,6 +43,7 @@ from urllib.parse import urlsplit
 
 from . import http11
 from .connections import RequestSlot, native_poller, readable_now
+from .green_wait import GreenWait, green_wait_for
 from .sockreader import SocketReader
 
 __all__ = ["ConnectFailed", "StdlibPool", "tls_context_for"]
@@ -160,20 +168,26 @@ class StdlibPool:
         reusable = False
         try:
             sock = connection.sock
-            if connection.timeout != read_timeout:  # settimeout is a system call each time
-                sock.settimeout(read_timeout)
-                connection.timeout = read_timeout
+            if connection.timeout != read_timeout:  # a system call (or two) each time
+                connection.set_timeout(read_timeout)
             slot.attach(connection)
             data = http11.request_bytes(method, self.prefix + target, self.host_header, headers, body)
-            # One send() usually takes the whole request; gevent's sendall() would first ask the
-            # kernel for the send buffer size (a system call and a chunking loop) on every request.
-            sent = sock.send(data)
-            if sent < len(data):
-                sock.sendall(memoryview(data)[sent:])
-            response = http11.read_response(connection.reader)
-            content = response.read_within(body_limit)
-            if content is None:
-                content = read_body(response.content_length, response.chunks(), connection.close)
+            try:
+                # One send() usually takes the whole request; gevent's sendall() would first ask the
+                # kernel for the send buffer size (a system call and a chunking loop) on every request.
+                green = connection.green
+                if green is not None:
+                    green.send(data)
+                else:
+                    sent = sock.send(data)
+                    if sent < len(data):
+                        sock.sendall(memoryview(data)[sent:])
+                response = http11.read_response(connection.reader)
+                content = response.read_within(body_limit)
+                if content is None:
+                    content = read_body(response.content_length, response.chunks(), connection.close)
+            except BlockingIOError as exc:  # a kernel-timed wait ran out (EAGAIN on a blocking socket)
+                raise socket.timeout("timed out") from exc
             reusable = not response.will_close
             return response.status, response.content_type, content
         finally:
@@ -183,16 +197,46 @@ class StdlibPool:
                 connection.close()
 
 
+#: Whether the kernel can time a socket's waits out with a ``struct timeval`` of two longs.
+_KERNEL_TIMEOUTS = sys.platform.startswith("linux") and hasattr(socket, "SO_RCVTIMEO")
+
+
+def _kernel_timed(sock: socket.socket) -> bool:
+    """A plain stdlib TCP socket: not TLS (its reads may need writes), not gevent's (it waits in
+    its hub, and its own ``_sock`` is non-blocking)."""
+    return _KERNEL_TIMEOUTS and isinstance(sock, _socket.socket) and not isinstance(sock, ssl.SSLSocket)
+
+
 class _Connection:
     """One pooled socket (``sock`` is what a request slot shuts down on abort)."""
 
-    __slots__ = ("_poller", "reader", "sock", "timeout")
+    __slots__ = ("_kernel_timed", "_poller", "green", "reader", "sock", "timeout")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.reader = SocketReader(sock)  # lives with the socket: no makefile per request
+        self._kernel_timed = _kernel_timed(sock)
+        #: under gevent (plain TCP), waits made with the hub's primitives (see :mod:`.green_wait`)
+        self.green: Optional[GreenWait] = None if self._kernel_timed else green_wait_for(sock)
+        # the reader lives with the socket: no makefile per request
+        self.reader = SocketReader(sock, self.green.recv if self.green is not None else None)
         self.timeout: Optional[float] = None  # the socket's timeout as last set
         self._poller: Any = None
+
+    def set_timeout(self, seconds: float) -> None:
+        """Each ``send``/``recv`` may wait ``seconds``: timed by the kernel on a blocking socket
+        where it can (no ``poll()`` before each call), else by CPython (``settimeout``)."""
+        sock = self.sock
+        if self._kernel_timed and seconds > 0:
+            if sock.gettimeout() is not None:
+                sock.settimeout(None)  # blocking: CPython waits in the call itself
+            whole = int(seconds)
+            micros = max(0 if whole else 1, int((seconds - whole) * 1e6))  # (0, 0) would never time out
+            timeval = struct.pack("@ll", whole, micros)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+        else:
+            sock.settimeout(seconds)
+        self.timeout = seconds
 
     def dropped(self) -> bool:
         """Whether the idle connection has data or EOF waiting (closed, or sent something unasked)."""
@@ -205,3 +249,5 @@ class _Connection:
             self.sock.close()
         except OSError:
             pass
+        if self.green is not None:
+            self.green.close()

@@ -45,6 +45,7 @@ from .. import errors
 from ..cancel import CancelToken
 from .connections import RequestSlot, TrackedAdapter, active
 from .deadlines import watchdog
+from .repeated_json import RepeatedMembers
 from .statuses import _body_reason, raise_for_status
 from .stdlib_pool import StdlibPool
 from .transport_errors import deadline_error, direct_error, redacted_url, requests_error
@@ -239,14 +240,16 @@ class Transport:
             raise errors.WorkerShutdown(f"{route}: not sent, the worker is shutting down")
         slot = RequestSlot()
         handle = cancel.add_callback(slot.abort) if cancel is not None else None
-        previous = getattr(active, "slot", None)
+        previous = None
         if not direct:  # the requests path finds the slot through the thread-local
+            previous = getattr(active, "slot", None)
             active.slot = slot
         read_budget = read_timeout or self.timeout
         # The absolute deadline of this attempt: further bytes never extend it (a read timeout
         # alone applies per recv, so a dripping server could hold the request for ever).
         budget = self.connect_timeout + read_budget
-        deadline = watchdog().schedule(budget, slot.abort)
+        deadlines = watchdog()
+        deadline = deadlines.schedule(budget, slot.abort)
         exchange = self._exchange_direct if direct else self._exchange_requests
         try:
             status, content_type, content = exchange(method, url, route, headers, data, read_budget, slot)
@@ -262,12 +265,12 @@ class Transport:
                 raise requests_error(exc, self.safe_url, route, method, path) from exc
             raise direct_error(exc, self.safe_url, route, method, path) from exc
         finally:
-            watchdog().cancel(deadline)
+            deadlines.cancel(deadline)
             if not direct:
                 active.slot = previous
             if cancel is not None and handle is not None:
                 cancel.remove_callback(handle)
-        body = _parse_body(content, content_type, status, route)
+        body = _parse_body(content, content_type, status, route, _POLL_BODIES.loads if poll else _DECODER.decode)
         if poll and content_type.split(";")[0].strip() == POLL_ENVELOPE_MEDIA_TYPE:
             status, body = _unwrap_poll_envelope(status, body, route)
         raise_for_status(status, body, route=route, operation=operation)
@@ -339,29 +342,42 @@ if hasattr(os, "register_at_fork"):  # POSIX
 #: once: ``json.dumps`` with options builds an encoder per call).
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _DECODER = json.JSONDecoder()
+#: Poll answers: the ``server_capabilities`` block every one of them carries is decoded once
+#: (a worker never reads it from a poll; the poll hands back ``task`` only).
+_POLL_BODIES = RepeatedMembers(["server_capabilities"])
+
+
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_c_encode_string = getattr(json.encoder, "c_encode_basestring", None)
 
 
 def _dumps(value: Any) -> bytes:
-    return _ENCODER.encode(value).encode("utf-8")
+    """``_ENCODER.encode(value)`` as UTF-8: the C encoder ``JSONEncoder.iterencode`` would build
+    (fresh cycle markers each call), built here without its two Python frames."""
+    if _c_make_encoder is None or _c_encode_string is None or isinstance(value, str):
+        return _ENCODER.encode(value).encode("utf-8")
+    chunks = _c_make_encoder({}, _ENCODER.default, _c_encode_string, None, ":", ",", False, False, False)(value, 0)
+    return "".join(chunks).encode("utf-8")
 
 
-def _loads(content: bytes) -> Any:
-    """``json.loads(content)``; UTF-8 (what servers send) decoded directly, any other encoding
-    (UTF-16/32, a BOM) through ``json.loads``'s own detection."""
+def _loads(content: bytes, decode: Callable[[str], Any] = _DECODER.decode) -> Any:
+    """``json.loads(content)``; UTF-8 (what servers send) decoded directly with ``decode``, any
+    other encoding (UTF-16/32, a BOM) through ``json.loads``'s own detection."""
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError:
         return json.loads(content)
     if text[:1] == "\ufeff" or "\x00" in text[:4]:
         return json.loads(content)
-    return _DECODER.decode(text)
+    return decode(text)
 
 
-def _parse_body(content: bytes, content_type: str, status: int, route: str) -> Any:
+def _parse_body(content: bytes, content_type: str, status: int, route: str,
+                decode: Callable[[str], Any] = _DECODER.decode) -> Any:
     if status == 204 or not content or content.isspace():
         return None
     try:
-        return _loads(content)
+        return _loads(content, decode)
     except ValueError:
         if status >= 400:
             return content[:512].decode("utf-8", "replace")

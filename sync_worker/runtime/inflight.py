@@ -71,7 +71,8 @@ class InflightSet:
     def remove(self, key: int) -> None:
         with self._lock:
             self._tasks.pop(key, None)
-        self._changed.set()
+        if not self._changed.is_set():  # wait_empty clears it, then counts: a set flag is seen there
+            self._changed.set()
 
     def snapshot(self) -> List[InflightTask]:
         with self._lock:

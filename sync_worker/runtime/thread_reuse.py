@@ -22,23 +22,38 @@ _PARKED_NAME = "sync-worker-slot-idle"
 
 
 class PooledTaskHandle:
-    """Handle of one task run on a reused thread (finished when the task returned)."""
+    """Handle of one task run on a reused thread (finished when the task returned).
 
-    __slots__ = ("_done", "_name")
+    ``_running`` is a lock held from submission until the task returned (a plain lock: an
+    ``Event`` per task costs a condition variable to make and five Python calls to set).
+    """
+
+    __slots__ = ("_done", "_name", "_running")
 
     def __init__(self, name: str) -> None:
         self._name = name
-        self._done = threading.Event()
+        self._done = False
+        self._running = threading.Lock()
+        self._running.acquire()
 
     @property
     def name(self) -> str:
         return self._name
 
+    def _finished(self) -> None:
+        self._done = True
+        self._running.release()
+
     def join(self, timeout: Optional[float] = None) -> bool:
-        return self._done.wait(timeout)
+        if self._done:
+            return True
+        if self._running.acquire(True, -1 if timeout is None else max(0.0, timeout)):
+            self._running.release()  # let any other joiner through too
+            return True
+        return False
 
     def is_alive(self) -> bool:
-        return not self._done.is_set()
+        return not self._done
 
 
 class _Job:
@@ -118,7 +133,7 @@ class ReusableThreads:
             except BaseException:  # the runtime's task bodies catch everything; never lose the thread silently
                 logger.exception("task %s raised out of its slot thread", job.handle.name)
             finally:
-                job.handle._done.set()
+                job.handle._finished()
             me.name = _PARKED_NAME
             box.wake.acquire(False)  # no stale wake-up: held from here until a hand-off
             with self._lock:

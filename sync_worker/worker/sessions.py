@@ -83,6 +83,8 @@ class SessionBook:
     def track(self, task: Mapping[str, Any]) -> Optional[WorkerSession]:
         """Note the session of a leased activity task (``task.worker_session``), if it has one."""
         raw = task.get("worker_session")
+        if raw is None:  # most tasks (typing.Mapping's isinstance is slow)
+            return None
         if not isinstance(raw, Mapping) or not isinstance(raw.get("session_id"), str):
             return None
         try:

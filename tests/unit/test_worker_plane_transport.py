@@ -4,9 +4,12 @@ reuse, TLS settings and recovery on both. Polls and heartbeats are what a worker
 
 from __future__ import annotations
 
+import _socket
 import os
 import socket
 import ssl
+import struct
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -270,3 +273,41 @@ def test_tls_poll_with_the_callers_context_a_bundle_path_or_no_check(tls_server:
     with pytest.raises(errors.TransportError) as caught:  # default trust does not know the throwaway CA
         _poll(_client(url, via))
     assert caught.value.connect or via == "requests"
+
+
+def test_a_silent_server_is_a_read_timeout_before_the_absolute_deadline() -> None:
+    """The server takes the request and never answers: the read timeout (0.3 s) ends the wait, as a
+    typed timeout, well before the attempt's absolute deadline (0.8 s)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    try:
+        client = Client(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=0.3, connect_timeout=0.5,
+                        transport_retries=1)
+        started = time.monotonic()
+        with pytest.raises(errors.TransportError) as caught:
+            client.heartbeat_worker({"worker_id": "w"})
+        elapsed = time.monotonic() - started
+    finally:
+        listener.close()
+    assert caught.value.timeout is True and not caught.value.deadline_exceeded
+    assert isinstance(caught.value.__cause__, socket.timeout)
+    assert "timed out" in str(caught.value)
+    assert 0.25 <= elapsed < 0.75
+
+
+def test_a_plain_socket_is_timed_by_the_kernel(serve: Serve) -> None:
+    """On Linux the pooled plain-TCP socket blocks and carries the read timeout as SO_RCVTIMEO /
+    SO_SNDTIMEO (no poll() before each send and recv); a poll's longer read timeout replaces it."""
+    server = serve(lambda server, conn, request: json_response(server, conn, {"task": None}))
+    client = _client(server.url, "stdlib", timeout=1.5)
+    client.heartbeat_worker({"worker_id": "w"})
+    sock = client._transport._direct._idle[-1].sock
+    if not sys.platform.startswith("linux") or not isinstance(sock, _socket.socket):
+        assert sock.gettimeout() == 1.5  # CPython (or gevent, in a patched process) times the waits out
+        return
+    assert sock.gettimeout() is None
+    for option in (socket.SO_RCVTIMEO, socket.SO_SNDTIMEO):
+        assert struct.unpack("@ll", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("@ll"))) == (1, 500000)
+    assert _poll(client, timeout_seconds=2) is None  # read timeout 2 + 5 s
+    assert struct.unpack("@ll", sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, 16)) == (7, 0)
