@@ -150,42 +150,57 @@ def measure_flows(directory: str, count: int) -> Dict[str, float]:
 
 def measure_latency(directory: str, count: int, transport: str = "requests") -> List[float]:
     """Serial start -> result latencies (ms) with one worker process of ours; each process's CPU per
-    workflow over the timed runs goes to :data:`LATENCY_CPU` (worker, server, this client).
-    ``transport``: the client's ``control_plane_transport`` (the start and each describe poll)."""
-    from sync_worker import Client
-
+    workflow over the timed runs goes to :data:`LATENCY_CPU` (worker, server, the client).
+    ``transport``: the client's ``control_plane_transport`` (the start and the result's reads). The
+    client runs in a child process on the measured tree (``--baseline``: the baseline's client too)."""
     db = os.path.join(directory, "latency.sqlite")
     server, url = _server(db)
     worker = subprocess.Popen([sys.executable, bench.__file__, "_worker", "threads-p4", url, "1"],
                               preexec_fn=lambda: bench._pin(bench.WORKER_CORE))
-    latencies: List[float] = []
     try:
-        client = Client(url, control_plane_transport=transport)
-        cpu: List[float] = []
-        for n in range(count + 20):  # the first 20 warm the worker up
-            if n == 20:
-                cpu = [bench._proc_cpu(worker.pid), bench._proc_cpu(server.pid), time.process_time()]
-            started = time.perf_counter()
-            handle = client.start_workflow(bench.FLOW_TYPE, task_queue=bench.QUEUE, workflow_id=f"lat-{n}")
-            handle.result(poll_interval=0.001, timeout=30)
-            if n >= 20:
-                latencies.append(1000 * (time.perf_counter() - started))
-                if handle.run_id:  # where the time goes, from the server's own event times
-                    events = list(client.iter_history(handle.workflow_id, handle.run_id))
-                    first = _when(events[0])
-                    for event in events:
-                        PHASES.setdefault(str(event["event_type"]), []).append(1000 * (_when(event) - first))
-        # (the history reads for the phases above run in the timed window too: client and server
-        # CPU include them, the latencies do not)
-        after = [bench._proc_cpu(worker.pid), bench._proc_cpu(server.pid), time.process_time()]
-        for name, first, last in zip(("worker", "server", "client"), cpu, after):
-            LATENCY_CPU.setdefault(name, []).append(1000 * (last - first) / max(1, count))
+        out = subprocess.run([sys.executable, __file__, "_latency", url, str(count), transport,
+                              str(worker.pid), str(server.pid)], check=True, stdout=subprocess.PIPE, text=True)
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        for name, value in got["cpu"].items():
+            LATENCY_CPU.setdefault(name, []).append(value)
+        for name, values in got["phases"].items():
+            PHASES.setdefault(name, []).extend(values)
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(30)
         _stop(server)
         _clean(db)
-    return latencies
+    return list(got["latencies"])
+
+
+def latency_child(url: str, count: int, transport: str, worker_pid: int, server_pid: int) -> None:
+    """The client of :func:`measure_latency` (prints one JSON line)."""
+    from sync_worker import Client
+
+    bench._pin(bench.WORKER_CORE)
+    latencies: List[float] = []
+    phases: Dict[str, List[float]] = {}
+    client = Client(url, control_plane_transport=transport)
+    cpu: List[float] = []
+    for n in range(count + 20):  # the first 20 warm the worker up
+        if n == 20:
+            cpu = [bench._proc_cpu(worker_pid), bench._proc_cpu(server_pid), time.process_time()]
+        started = time.perf_counter()
+        handle = client.start_workflow(bench.FLOW_TYPE, task_queue=bench.QUEUE, workflow_id=f"lat-{n}")
+        handle.result(poll_interval=0.001, timeout=30)
+        if n >= 20:
+            latencies.append(1000 * (time.perf_counter() - started))
+            if handle.run_id:  # where the time goes, from the server's own event times
+                events = list(client.iter_history(handle.workflow_id, handle.run_id))
+                first = _when(events[0])
+                for event in events:
+                    phases.setdefault(str(event["event_type"]), []).append(1000 * (_when(event) - first))
+    # (the history reads for the phases above run in the timed window too: client and server
+    # CPU include them, the latencies do not)
+    after = [bench._proc_cpu(worker_pid), bench._proc_cpu(server_pid), time.process_time()]
+    print(json.dumps({"latencies": latencies, "phases": phases, "cpu": {
+        name: 1000 * (last - first) / max(1, count)
+        for name, first, last in zip(("worker", "server", "client"), cpu, after)}}))
 
 
 #: process -> ms CPU per serial workflow (worker, server, client), over the latency runs
@@ -262,13 +277,12 @@ def main() -> None:
                     note(f"{label} drain cpu {kind} {q}", 1000 * one["server_share"] / max(1e-9, one["rate"]))
                     print(f"{r} one {kind} worker process drains {q} queued: {one['rate']:.0f}/s, "
                           f"server {got[f'{label} drain cpu {kind} {q}'][-1]:.3f} ms CPU/activity", flush=True)
-                if "flows" not in parts:
-                    continue
-                one = measure_flows(directory, args.workflows)
-                note(f"{label} flows", one["rate"])
-                note(f"{label} flow cpu", 1000 * one["server_share"] / max(1e-9, one["rate"]))
-                print(f"{r} one-activity workflows: {one['rate']:.0f}/s, "
-                      f"server {got[f'{label} flow cpu'][-1]:.3f} ms CPU/workflow", flush=True)
+                if "flows" in parts:
+                    one = measure_flows(directory, args.workflows)
+                    note(f"{label} flows", one["rate"])
+                    note(f"{label} flow cpu", 1000 * one["server_share"] / max(1e-9, one["rate"]))
+                    print(f"{r} one-activity workflows: {one['rate']:.0f}/s, "
+                          f"server {got[f'{label} flow cpu'][-1]:.3f} ms CPU/workflow", flush=True)
                 if "latency" not in parts:
                     continue
                 for transport in ("requests", "stdlib"):
@@ -347,5 +361,7 @@ def report(got: Dict[str, List[float]], queued: List[int], rounds: int, noise: s
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_start":
         start_child(sys.argv[2], int(sys.argv[3]))
+    elif len(sys.argv) > 1 and sys.argv[1] == "_latency":
+        latency_child(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
     else:
         main()
