@@ -17,7 +17,7 @@ workers and clients run pinned to core 1 (the machine has two cores). Printed, e
   flat from 300 to 10,000;
 - one-activity workflows/s with one worker process of ours; target >= 500/s;
 - serial start -> result latency p50 / p99 (one workflow at a time: ``start_workflow`` then
-  ``result(poll_interval=0.001)``, each a describe request), one worker process; target <= 3 ms;
+  ``result(poll_interval=0.001)``, ``--result-poll`` to change it), one worker process; target <= 3 ms;
   with the server's own event times (``recorded_at``), to tell server time from worker time, and
   the CPU each process spends per workflow (worker, server, client: the client shares the
   worker's core).
@@ -148,18 +148,20 @@ def measure_flows(directory: str, count: int) -> Dict[str, float]:
         _clean(db)
 
 
-def measure_latency(directory: str, count: int, transport: str = "requests") -> List[float]:
+def measure_latency(directory: str, count: int, transport: str = "requests", poll: float = 0.001) -> List[float]:
     """Serial start -> result latencies (ms) with one worker process of ours; each process's CPU per
     workflow over the timed runs goes to :data:`LATENCY_CPU` (worker, server, the client).
     ``transport``: the client's ``control_plane_transport`` (the start and the result's reads). The
-    client runs in a child process on the measured tree (``--baseline``: the baseline's client too)."""
+    client runs in a child process on the measured tree (``--baseline``: the baseline's client too);
+    ``poll``: the ``poll_interval`` its ``result()`` gets (the SDK's default is 0.5 s)."""
     db = os.path.join(directory, "latency.sqlite")
     server, url = _server(db)
     worker = subprocess.Popen([sys.executable, bench.__file__, "_worker", "threads-p4", url, "1"],
                               preexec_fn=lambda: bench._pin(bench.WORKER_CORE))
     try:
         out = subprocess.run([sys.executable, __file__, "_latency", url, str(count), transport,
-                              str(worker.pid), str(server.pid)], check=True, stdout=subprocess.PIPE, text=True)
+                              str(worker.pid), str(server.pid), str(poll)],
+                             check=True, stdout=subprocess.PIPE, text=True)
         got = json.loads(out.stdout.strip().splitlines()[-1])
         for name, value in got["cpu"].items():
             LATENCY_CPU.setdefault(name, []).append(value)
@@ -173,7 +175,7 @@ def measure_latency(directory: str, count: int, transport: str = "requests") -> 
     return list(got["latencies"])
 
 
-def latency_child(url: str, count: int, transport: str, worker_pid: int, server_pid: int) -> None:
+def latency_child(url: str, count: int, transport: str, worker_pid: int, server_pid: int, poll: float) -> None:
     """The client of :func:`measure_latency` (prints one JSON line)."""
     from sync_worker import Client
 
@@ -187,7 +189,7 @@ def latency_child(url: str, count: int, transport: str, worker_pid: int, server_
             cpu = [bench._proc_cpu(worker_pid), bench._proc_cpu(server_pid), time.process_time()]
         started = time.perf_counter()
         handle = client.start_workflow(bench.FLOW_TYPE, task_queue=bench.QUEUE, workflow_id=f"lat-{n}")
-        handle.result(poll_interval=0.001, timeout=30)
+        handle.result(poll_interval=poll, timeout=30)
         if n >= 20:
             latencies.append(1000 * (time.perf_counter() - started))
             if handle.run_id:  # where the time goes, from the server's own event times
@@ -229,6 +231,8 @@ def main() -> None:
     parser.add_argument("--queued", default="300,3000,10000")
     parser.add_argument("--workflows", type=int, default=1000)
     parser.add_argument("--latency", type=int, default=300)
+    parser.add_argument("--result-poll", type=float, default=0.001,
+                        help="poll_interval of the latency part's result() (the SDK's default: 0.5)")
     parser.add_argument("--skip-sdk", action="store_true")
     parser.add_argument("--start-stored", type=int, default=20000,
                         help="also time starts with this many runs already stored (0: not)")
@@ -286,7 +290,7 @@ def main() -> None:
                 if "latency" not in parts:
                     continue
                 for transport in ("requests", "stdlib"):
-                    lat = sorted(measure_latency(directory, args.latency, transport))
+                    lat = sorted(measure_latency(directory, args.latency, transport, args.result_poll))
                     key = "" if transport == "requests" else " stdlib"
                     note(f"{label} p50{key}", lat[len(lat) // 2])
                     note(f"{label} p99{key}", lat[min(len(lat) - 1, int(len(lat) * 0.99))])
@@ -362,6 +366,7 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_start":
         start_child(sys.argv[2], int(sys.argv[3]))
     elif len(sys.argv) > 1 and sys.argv[1] == "_latency":
-        latency_child(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
+        latency_child(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6]),
+                      float(sys.argv[7]))
     else:
         main()
