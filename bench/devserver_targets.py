@@ -352,7 +352,7 @@ def report(got: Dict[str, List[float]], queued: List[int], rounds: int, noise: s
         print(f"  one-activity workflows/s, one worker process: {_fmt(got['ours flows'], '.0f')}, server "
               f"{_fmt(got['ours flow cpu'])} ms CPU/workflow   [target >= 500/s: {verdict(med('ours flows') >= 500)}]"
               f"{base('flows', '.0f')}")
-    for key, what in (("", "requests (the default)"), (" stdlib", "stdlib")):
+    for key, what in (("", "requests"), (" stdlib", "stdlib (the default)")):
         if f"ours p50{key}" not in got:
             continue
         print(f"  serial start -> result latency, client control plane on {what}: p50 "

@@ -83,7 +83,7 @@ def _event(sequence: int, kind: str, payload: Any = None) -> Dict[str, Any]:
 
 @responses.activate
 def test_the_wait_asks_for_events_after_the_last_sequence_seen() -> None:
-    client = Client(BASE, transport_retries=1)
+    client = Client(BASE, transport_retries=1, control_plane_transport="requests")
     history = f"{API}/workflows/wf1/runs/r1/history"
     responses.get(f"{API}/workflows/wf1", json={"workflow_id": "wf1", "run_id": "r1", "status": "running"})
     responses.get(history, json={"events": [_event(1, "StartAccepted"), _event(2, "WorkflowStarted")],
@@ -101,7 +101,7 @@ def test_the_wait_asks_for_events_after_the_last_sequence_seen() -> None:
 
 @responses.activate
 def test_a_server_refusing_the_wait_is_polled_by_describe() -> None:
-    client = Client(BASE, transport_retries=1)
+    client = Client(BASE, transport_retries=1, control_plane_transport="requests")
     responses.get(f"{API}/workflows/wf1", json={"workflow_id": "wf1", "run_id": "r1", "status": "running"})
     responses.get(f"{API}/workflows/wf1", json={"workflow_id": "wf1", "run_id": "r1", "status": "running"})
     responses.get(f"{API}/workflows/wf1", json={"workflow_id": "wf1", "run_id": "r1", "status": "completed",
@@ -115,7 +115,7 @@ def test_a_server_refusing_the_wait_is_polled_by_describe() -> None:
 
 @responses.activate
 def test_a_server_that_does_not_hold_the_read_is_read_every_poll_interval() -> None:
-    client = Client(BASE, transport_retries=1)
+    client = Client(BASE, transport_retries=1, control_plane_transport="requests")
     responses.get(f"{API}/workflows/wf1", json={"workflow_id": "wf1", "run_id": "r1", "status": "running"})
     responses.get(f"{API}/workflows/wf1/runs/r1/history", json={"events": [_event(1, "WorkflowStarted")]})
     started = time.monotonic()
