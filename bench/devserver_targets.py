@@ -17,7 +17,7 @@ workers and clients run pinned to core 1 (the machine has two cores). Printed, e
   flat from 300 to 10,000;
 - one-activity workflows/s with one worker process of ours; target >= 500/s;
 - serial start -> result latency p50 / p99 (one workflow at a time: ``start_workflow`` then
-  ``result(poll_interval=0.001)``, each a describe request), one worker process; target <= 3 ms;
+  ``result(poll_interval=0.001)``, ``--result-poll`` to change it), one worker process; target <= 3 ms;
   with the server's own event times (``recorded_at``), to tell server time from worker time, and
   the CPU each process spends per workflow (worker, server, client: the client shares the
   worker's core).
@@ -148,44 +148,61 @@ def measure_flows(directory: str, count: int) -> Dict[str, float]:
         _clean(db)
 
 
-def measure_latency(directory: str, count: int, transport: str = "requests") -> List[float]:
+def measure_latency(directory: str, count: int, transport: str = "requests", poll: float = 0.001) -> List[float]:
     """Serial start -> result latencies (ms) with one worker process of ours; each process's CPU per
-    workflow over the timed runs goes to :data:`LATENCY_CPU` (worker, server, this client).
-    ``transport``: the client's ``control_plane_transport`` (the start and each describe poll)."""
-    from sync_worker import Client
-
+    workflow over the timed runs goes to :data:`LATENCY_CPU` (worker, server, the client).
+    ``transport``: the client's ``control_plane_transport`` (the start and the result's reads). The
+    client runs in a child process on the measured tree (``--baseline``: the baseline's client too);
+    ``poll``: the ``poll_interval`` its ``result()`` gets (the SDK's default is 0.5 s)."""
     db = os.path.join(directory, "latency.sqlite")
     server, url = _server(db)
     worker = subprocess.Popen([sys.executable, bench.__file__, "_worker", "threads-p4", url, "1"],
                               preexec_fn=lambda: bench._pin(bench.WORKER_CORE))
-    latencies: List[float] = []
     try:
-        client = Client(url, control_plane_transport=transport)
-        cpu: List[float] = []
-        for n in range(count + 20):  # the first 20 warm the worker up
-            if n == 20:
-                cpu = [bench._proc_cpu(worker.pid), bench._proc_cpu(server.pid), time.process_time()]
-            started = time.perf_counter()
-            handle = client.start_workflow(bench.FLOW_TYPE, task_queue=bench.QUEUE, workflow_id=f"lat-{n}")
-            handle.result(poll_interval=0.001, timeout=30)
-            if n >= 20:
-                latencies.append(1000 * (time.perf_counter() - started))
-                if handle.run_id:  # where the time goes, from the server's own event times
-                    events = list(client.iter_history(handle.workflow_id, handle.run_id))
-                    first = _when(events[0])
-                    for event in events:
-                        PHASES.setdefault(str(event["event_type"]), []).append(1000 * (_when(event) - first))
-        # (the history reads for the phases above run in the timed window too: client and server
-        # CPU include them, the latencies do not)
-        after = [bench._proc_cpu(worker.pid), bench._proc_cpu(server.pid), time.process_time()]
-        for name, first, last in zip(("worker", "server", "client"), cpu, after):
-            LATENCY_CPU.setdefault(name, []).append(1000 * (last - first) / max(1, count))
+        out = subprocess.run([sys.executable, __file__, "_latency", url, str(count), transport,
+                              str(worker.pid), str(server.pid), str(poll)],
+                             check=True, stdout=subprocess.PIPE, text=True)
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        for name, value in got["cpu"].items():
+            LATENCY_CPU.setdefault(name, []).append(value)
+        for name, values in got["phases"].items():
+            PHASES.setdefault(name, []).extend(values)
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(30)
         _stop(server)
         _clean(db)
-    return latencies
+    return list(got["latencies"])
+
+
+def latency_child(url: str, count: int, transport: str, worker_pid: int, server_pid: int, poll: float) -> None:
+    """The client of :func:`measure_latency` (prints one JSON line)."""
+    from sync_worker import Client
+
+    bench._pin(bench.WORKER_CORE)
+    latencies: List[float] = []
+    phases: Dict[str, List[float]] = {}
+    client = Client(url, control_plane_transport=transport)
+    cpu: List[float] = []
+    for n in range(count + 20):  # the first 20 warm the worker up
+        if n == 20:
+            cpu = [bench._proc_cpu(worker_pid), bench._proc_cpu(server_pid), time.process_time()]
+        started = time.perf_counter()
+        handle = client.start_workflow(bench.FLOW_TYPE, task_queue=bench.QUEUE, workflow_id=f"lat-{n}")
+        handle.result(poll_interval=poll, timeout=30)
+        if n >= 20:
+            latencies.append(1000 * (time.perf_counter() - started))
+            if handle.run_id:  # where the time goes, from the server's own event times
+                events = list(client.iter_history(handle.workflow_id, handle.run_id))
+                first = _when(events[0])
+                for event in events:
+                    phases.setdefault(str(event["event_type"]), []).append(1000 * (_when(event) - first))
+    # (the history reads for the phases above run in the timed window too: client and server
+    # CPU include them, the latencies do not)
+    after = [bench._proc_cpu(worker_pid), bench._proc_cpu(server_pid), time.process_time()]
+    print(json.dumps({"latencies": latencies, "phases": phases, "cpu": {
+        name: 1000 * (last - first) / max(1, count)
+        for name, first, last in zip(("worker", "server", "client"), cpu, after)}}))
 
 
 #: process -> ms CPU per serial workflow (worker, server, client), over the latency runs
@@ -214,6 +231,8 @@ def main() -> None:
     parser.add_argument("--queued", default="300,3000,10000")
     parser.add_argument("--workflows", type=int, default=1000)
     parser.add_argument("--latency", type=int, default=300)
+    parser.add_argument("--result-poll", type=float, default=0.001,
+                        help="poll_interval of the latency part's result() (the SDK's default: 0.5)")
     parser.add_argument("--skip-sdk", action="store_true")
     parser.add_argument("--start-stored", type=int, default=20000,
                         help="also time starts with this many runs already stored (0: not)")
@@ -262,17 +281,16 @@ def main() -> None:
                     note(f"{label} drain cpu {kind} {q}", 1000 * one["server_share"] / max(1e-9, one["rate"]))
                     print(f"{r} one {kind} worker process drains {q} queued: {one['rate']:.0f}/s, "
                           f"server {got[f'{label} drain cpu {kind} {q}'][-1]:.3f} ms CPU/activity", flush=True)
-                if "flows" not in parts:
-                    continue
-                one = measure_flows(directory, args.workflows)
-                note(f"{label} flows", one["rate"])
-                note(f"{label} flow cpu", 1000 * one["server_share"] / max(1e-9, one["rate"]))
-                print(f"{r} one-activity workflows: {one['rate']:.0f}/s, "
-                      f"server {got[f'{label} flow cpu'][-1]:.3f} ms CPU/workflow", flush=True)
+                if "flows" in parts:
+                    one = measure_flows(directory, args.workflows)
+                    note(f"{label} flows", one["rate"])
+                    note(f"{label} flow cpu", 1000 * one["server_share"] / max(1e-9, one["rate"]))
+                    print(f"{r} one-activity workflows: {one['rate']:.0f}/s, "
+                          f"server {got[f'{label} flow cpu'][-1]:.3f} ms CPU/workflow", flush=True)
                 if "latency" not in parts:
                     continue
                 for transport in ("requests", "stdlib"):
-                    lat = sorted(measure_latency(directory, args.latency, transport))
+                    lat = sorted(measure_latency(directory, args.latency, transport, args.result_poll))
                     key = "" if transport == "requests" else " stdlib"
                     note(f"{label} p50{key}", lat[len(lat) // 2])
                     note(f"{label} p99{key}", lat[min(len(lat) - 1, int(len(lat) * 0.99))])
@@ -334,7 +352,7 @@ def report(got: Dict[str, List[float]], queued: List[int], rounds: int, noise: s
         print(f"  one-activity workflows/s, one worker process: {_fmt(got['ours flows'], '.0f')}, server "
               f"{_fmt(got['ours flow cpu'])} ms CPU/workflow   [target >= 500/s: {verdict(med('ours flows') >= 500)}]"
               f"{base('flows', '.0f')}")
-    for key, what in (("", "requests (the default)"), (" stdlib", "stdlib")):
+    for key, what in (("", "requests"), (" stdlib", "stdlib (the default)")):
         if f"ours p50{key}" not in got:
             continue
         print(f"  serial start -> result latency, client control plane on {what}: p50 "
@@ -347,5 +365,8 @@ def report(got: Dict[str, List[float]], queued: List[int], rounds: int, noise: s
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_start":
         start_child(sys.argv[2], int(sys.argv[3]))
+    elif len(sys.argv) > 1 and sys.argv[1] == "_latency":
+        latency_child(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6]),
+                      float(sys.argv[7]))
     else:
         main()

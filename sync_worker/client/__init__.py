@@ -166,12 +166,12 @@ class Client(
     * ``worker_plane_transport``: worker-plane requests (polls, task outcomes, heartbeats) go on a
       pool of keep-alive sockets with a lean HTTP/1.1 wire, standard library only (``"stdlib"``,
       the default: about a third of the worker CPU per task of a requests session) or through a
-      requests session (``"requests"``, as the control plane always does). Both share the
+      requests session (``"requests"``). Both share the
       deadlines, abort-on-shutdown, limits, TLS settings and error mapping.
     * ``control_plane_transport``: the same choice for control-plane and discovery requests
-      (starts, describes, signals, results): ``"requests"`` (the default, what ``responses``-based
-      tests and session tooling see) or ``"stdlib"`` (the worker plane's socket pool, a fraction of
-      the client CPU per call; the Celery facade publishes through it).
+      (starts, describes, signals, results): ``"stdlib"`` (the default: the worker plane's socket
+      pool, a fraction of the client CPU per call) or ``"requests"`` (a requests session, what
+      ``responses``-based tests need to see the calls; the default until issue 29).
     * ``tls_context`` (an ``ssl.SSLContext``) is used as given for every HTTPS connection: its
       CAs, client certificate and hostname checks decide (requests' CA bundle is not added).
       ``verify=`` (a CA bundle path, or ``False``) is the short form.
@@ -203,7 +203,7 @@ class Client(
         verify: Any = True,
         max_body_bytes: int = 64 * 1024 * 1024,
         worker_plane_transport: str = "stdlib",
-        control_plane_transport: str = "requests",
+        control_plane_transport: str = "stdlib",
     ) -> None:
         if retry_policy is not None:
             transport_retries = int(getattr(retry_policy, "max_attempts", transport_retries))

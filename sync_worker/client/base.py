@@ -35,12 +35,12 @@ CONTROL_PLANE_CONTRACT_SCHEMA = "durable-workflow.v2.control-plane-request.contr
 SDK_VERSION = "sync-worker-python/0.1.0"
 
 #: How worker-plane requests travel: ``"stdlib"`` (the default: pooled sockets with a lean HTTP/1.1
-#: wire, standard library only) or ``"requests"`` (a session, like the control plane).
+#: wire, standard library only) or ``"requests"`` (a session).
 WORKER_PLANE_TRANSPORTS = ("stdlib", "requests")
-#: How control-plane (and discovery) requests travel: ``"requests"`` (the default: a session, what
-#: users' tooling and ``responses``-based tests see) or ``"stdlib"`` (the worker plane's socket pool:
-#: a fraction of the CPU per call; the Celery facade publishes through it).
-CONTROL_PLANE_TRANSPORTS = ("requests", "stdlib")
+#: How control-plane (and discovery) requests travel: ``"stdlib"`` (the default: the worker plane's
+#: socket pool, a fraction of the CPU per call) or ``"requests"`` (a session: what ``responses``-based
+#: tests need to see the calls).
+CONTROL_PLANE_TRANSPORTS = ("stdlib", "requests")
 
 _PROTOCOL_ENV = "DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION"
 _CONTROL_ENV = "DURABLE_WORKFLOW_CONTROL_PLANE_VERSION"
@@ -72,7 +72,7 @@ class ClientBase:
         tls_context: Optional[ssl.SSLContext] = None,
         max_body_bytes: int = 64 * 1024 * 1024,
         worker_plane_transport: str = "stdlib",
-        control_plane_transport: str = "requests",
+        control_plane_transport: str = "stdlib",
         external_storage: Any = None,
         external_storage_threshold_bytes: Optional[int] = None,
         external_storage_cache: Any = None,
@@ -285,8 +285,8 @@ class ClientBase:
         else:  # discovery: prefer the worker credential, as the contract says
             headers = self._worker_headers() if self.worker_token else self._control_headers()
         clean_params = ({k: v for k, v in params.items() if v is not None} or None) if params else None
-        # The worker plane is the hot path: the stdlib socket pool (unless asked otherwise). The
-        # control plane keeps requests unless asked otherwise (the Celery facade's publishes).
+        # Both planes go on the stdlib socket pool unless asked otherwise (requests: what
+        # requests-level mocking sees).
         direct = (self.worker_plane_transport if plane == "worker" else self.control_plane_transport) == "stdlib"
         if self.metrics is None:
             return self._transport.request(

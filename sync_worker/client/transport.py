@@ -2,9 +2,9 @@
 
 What lives here:
 
-* two paths, both abortable: the worker plane (polls, task outcomes, heartbeats: the hot
-  path) on a pool of keep-alive sockets (:mod:`.stdlib_pool`, :mod:`.http11`), the control plane on a
-  ``requests.Session`` (what users' tooling and ``responses``-based tests expect). The
+* two paths, both abortable: a pool of keep-alive sockets (:mod:`.stdlib_pool`, :mod:`.http11`),
+  the default of both planes, and a ``requests.Session`` (what ``responses``-based tests need,
+  chosen per plane by the client). The
   direct path costs about a third of the worker CPU per task of the requests path
   (``bench/worker_throughput.py``);
 * connection pools sized for the caller's concurrency (pollers plus slots), so a busy worker

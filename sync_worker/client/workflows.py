@@ -8,9 +8,10 @@ these methods take and return plain Python values.
 
 from __future__ import annotations
 
+import base64
 import time
 import uuid
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .. import errors, payloads
 from ..cancel import CancelToken
@@ -36,6 +37,10 @@ def args_list(args: Optional[Sequence[Any]], what: str = "args") -> List[Any]:
 
 class WorkflowsMixin(ClientBase):
     """Starting workflows and reading their state."""
+
+    #: ``get_result`` waits on the run's history (``wait_new_event``) between describes; a client whose
+    #: waits must stay in its ``cancel`` token's hands (the time-skipping environment's) turns it off.
+    result_waits_on_history = True
 
     def start_workflow(
         self,
@@ -184,6 +189,7 @@ class WorkflowsMixin(ClientBase):
         """
         workflow_id = handle if isinstance(handle, str) else handle.workflow_id
         deadline = None if timeout is None else time.monotonic() + timeout
+        follow = self.result_waits_on_history  # wait on the run's history between describes
         while True:
             execution = self.describe_workflow(workflow_id, run_id)
             if execution.is_terminal and execution.run_id:
@@ -201,6 +207,21 @@ class WorkflowsMixin(ClientBase):
                     f"workflow {workflow_id} has not reached a terminal state (status={execution.status!r}) "
                     f"after {timeout} s{task_failure_note(execution.raw or {})}"
                 )
+            if follow and execution.run_id:
+                try:
+                    closing = self._follow_history(workflow_id, execution.run_id, deadline, poll_interval, cancel)
+                except (errors.TransportError, errors.ServerError) as exc:
+                    # A server that refuses the wait (4xx) is polled by describe from now on; a failed
+                    # wait (a timeout at the deadline, an outage) goes back to describe after the
+                    # usual pause, retried as usual.
+                    follow = not (isinstance(exc, errors.ServerError) and exc.status is not None
+                                  and 400 <= exc.status < 500)
+                else:
+                    if closing:
+                        found, value = _outcome_of(workflow_id, closing, execution.payload_codec)
+                        if found:
+                            return value
+                    continue  # continued as new, or the deadline came: describe again
             wait = poll_interval if deadline is None else max(0.0, min(poll_interval, deadline - time.monotonic()))
             if cancel is not None:
                 if cancel.wait(wait):
@@ -208,30 +229,83 @@ class WorkflowsMixin(ClientBase):
             else:
                 time.sleep(wait)
 
+    def _follow_history(self, workflow_id: str, run_id: str, deadline: Optional[float], poll_interval: float,
+                        cancel: Optional[CancelToken]) -> Optional[List[Dict[str, Any]]]:
+        """Read the run's history with ``wait_new_event`` until it holds a closing event; return the
+        events from the first closing one on (``None``: the deadline came first).
+
+        The history route's ``wait_new_event`` holds the read until an event after
+        ``next_page_token`` exists (server HistoryController::show through LongPoller::until; the
+        server's own test follows a run with ``base64(last sequence)`` as the token, as here), so the
+        result needs no describe polling: one read per batch of events the run records. A server
+        that answers at once with nothing new (no wait support) is read every ``poll_interval``.
+        """
+        last = 0
+        token: Optional[str] = None
+        path = f"/workflows/{segment(workflow_id)}/runs/{segment(run_id)}/history"
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return None
+            page = body_of(self._call(
+                "control", "GET", path, route="/workflows/{id}/runs/{runId}/history",
+                params={"wait_new_event": "1", "page_size": 1000, "next_page_token": token},
+                operation="workflow.history", retry=RetryMode.NEVER, cancel=cancel,
+                read_timeout=None if remaining is None else min(self.timeout, remaining + 0.05)))
+            fresh = [event for event in page.get("events") or () if isinstance(event, dict)
+                     and isinstance(event.get("sequence"), int) and event["sequence"] > last]
+            for index, event in enumerate(fresh):
+                if (event.get("event_type") or event.get("type")) in _CLOSING_EVENTS:
+                    return fresh[index:]
+            if fresh:
+                last = fresh[-1]["sequence"]
+            more = page.get("next_page_token")
+            token = more if fresh and isinstance(more, str) and more else (
+                base64.b64encode(str(last).encode("ascii")).decode("ascii") if last else None)
+            if not fresh:  # the server did not wait (or its wait ran out): pace the reads
+                wait = poll_interval if remaining is None else max(0.0, min(poll_interval, remaining))
+                if cancel is not None:
+                    if cancel.wait(wait):
+                        raise errors.WorkerShutdown("get_result interrupted")
+                else:
+                    time.sleep(wait)
+
     def _terminal_outcome(self, workflow_id: str, execution: WorkflowExecution) -> Any:
         assert execution.run_id is not None
         events = list(self.iter_history(workflow_id, execution.run_id))
-        for event in reversed(events):
-            kind = event.get("event_type") or event.get("type")
-            payload = mapping(event.get("payload")) or {}
-            if kind == "WorkflowCompleted":
-                for name in ("output", "result"):
-                    if payload.get(name) is not None:
-                        return decode_payload(payload[name], payload.get("payload_codec") or execution.payload_codec)
-                return None
-            if kind == "WorkflowFailed":
-                failure_type = payload.get("exception_class") or payload.get("exception_type")
-                message = str(payload.get("message") or "")
-                detail = ": ".join(str(part) for part in (failure_type, message) if part)
-                raise errors.WorkflowFailed(f"workflow {workflow_id} failed" + (f": {detail}" if detail else ""),
-                                            failure_type)
-            if kind == "WorkflowCancelled":
-                raise errors.WorkflowCancelled(str(payload.get("reason") or "workflow was cancelled"))
-            if kind == "WorkflowTerminated":
-                raise errors.WorkflowTerminated(str(payload.get("reason") or "workflow was terminated"))
-            if kind == "WorkflowTimedOut":
-                raise errors.WorkflowTimedOut(str(payload.get("message") or "workflow execution timed out"))
-        return execution.output
+        found, value = _outcome_of(workflow_id, list(reversed(events)), execution.payload_codec)
+        return value if found else execution.output
+
+
+#: The events that close a run (a continue-as-new closes it too; its result is the next run's).
+_CLOSING_EVENTS = frozenset({"WorkflowCompleted", "WorkflowFailed", "WorkflowCancelled", "WorkflowTerminated",
+                             "WorkflowTimedOut", "WorkflowContinuedAsNew"})
+
+
+def _outcome_of(workflow_id: str, events: List[Dict[str, Any]], codec: Optional[str]) -> Tuple[bool, Any]:
+    """The outcome the first terminal event of ``events`` records: ``(True, result)``, or its failure
+    raised; ``(False, None)`` when none is there."""
+    for event in events:
+        kind = event.get("event_type") or event.get("type")
+        payload = mapping(event.get("payload")) or {}
+        if kind == "WorkflowCompleted":
+            for name in ("output", "result"):
+                if payload.get(name) is not None:
+                    return True, decode_payload(payload[name], payload.get("payload_codec") or codec)
+            return True, None
+        if kind == "WorkflowFailed":
+            failure_type = payload.get("exception_class") or payload.get("exception_type")
+            message = str(payload.get("message") or "")
+            detail = ": ".join(str(part) for part in (failure_type, message) if part)
+            raise errors.WorkflowFailed(f"workflow {workflow_id} failed" + (f": {detail}" if detail else ""),
+                                        failure_type)
+        if kind == "WorkflowCancelled":
+            raise errors.WorkflowCancelled(str(payload.get("reason") or "workflow was cancelled"))
+        if kind == "WorkflowTerminated":
+            raise errors.WorkflowTerminated(str(payload.get("reason") or "workflow was terminated"))
+        if kind == "WorkflowTimedOut":
+            raise errors.WorkflowTimedOut(str(payload.get("message") or "workflow execution timed out"))
+    return False, None
 
 
 def _inline(envelope: Any) -> bool:

@@ -111,6 +111,8 @@ class Engine:
         #: Task types queued where no registered worker takes them (logged once each).
         self.stranded = StrandedTypes()
         self._conditions: Dict[Tuple[str, str, str], QueueWaiters] = {}
+        #: run id -> (condition, readers waiting) for history reads with ``wait_new_event`` (:meth:`await_events`)
+        self._history_waits: Dict[str, List[Any]] = {}
         self._last_order: Optional[int] = None  # the newest run's created_order, read once from the store
         #: ``(namespace, kind, poll_request_id)`` -> ``(task_id, attempt)`` the poll leased (see :meth:`remember_poll`)
         self._polls: Dict[Tuple[str, str, str], Tuple[str, Any]] = {}
@@ -190,6 +192,23 @@ class Engine:
         with self.lock:
             for found in self._conditions.values():
                 found.cond.notify_all()
+            for cond, _ in self._history_waits.values():
+                cond.notify_all()
+
+    def await_events(self, run_id: str, timeout: float) -> None:
+        """Wait (holding the engine lock) until an event is appended to ``run_id``'s history, at most
+        ``timeout`` seconds: the history route's ``wait_new_event`` long poll."""
+        with self.lock:
+            entry = self._history_waits.get(run_id)
+            if entry is None:
+                entry = self._history_waits[run_id] = [threading.Condition(self.lock), 0]
+            entry[1] += 1
+            try:
+                entry[0].wait(timeout)
+            finally:
+                entry[1] -= 1
+                if not entry[1]:
+                    del self._history_waits[run_id]
 
     # -- poll records ---------------------------------------------------------------------
     def remember_poll(self, namespace: str, kind: str, poll_id: str, task_id: str, attempt: Any) -> None:
@@ -325,6 +344,10 @@ class Engine:
         event: Row = {"id": f"{run['run_id']}-e{seq}", "sequence": seq, "event_type": event_type,
                       "recorded_at": iso(self.now()), "payload": payload}
         self.store.add_event(run["run_id"], seq, event)
+        waiting = self._history_waits.get(run["run_id"])
+        if waiting is not None:  # a history read waits for this run's next event (wait_new_event)
+            with self.lock:
+                waiting[0].notify_all()
         return event
 
     def history(self, run_id: str, offset: int = 0, limit: Optional[int] = None) -> List[Row]:

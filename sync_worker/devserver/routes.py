@@ -281,9 +281,29 @@ def _describe_run(r: Routes, req: Request) -> Tuple[int, Any]:
     return _tx(r, lambda: control.describe_run(r.engine, req.namespace, p["workflow_id"], p["run_id"]))
 
 
+#: How long a history read with ``wait_new_event`` waits for a new event: the real server's
+#: ``server.polling.timeout`` default (its HistoryController::show runs the read through LongPoller::until
+#: until the page after ``next_page_token`` is not empty, woken by the run's history channel).
+HISTORY_WAIT_SECONDS = 30.0
+
+
 def _history(r: Routes, req: Request) -> Tuple[int, Any]:
     p = req.params
-    return _tx(r, lambda: control.history(r.engine, req.namespace, p["workflow_id"], p.get("run_id"), req.query))
+    engine = r.engine
+
+    def read() -> Tuple[int, Any]:
+        return _tx(r, lambda: control.history(engine, req.namespace, p["workflow_id"], p.get("run_id"), req.query))
+
+    if str(req.query.get("wait_new_event", "")).lower() not in ("1", "true"):
+        return read()
+    deadline = time.monotonic() + min(HISTORY_WAIT_SECONDS, engine.config.long_poll_max_seconds)
+    with engine.lock:  # released while waiting; an append to the run wakes the wait
+        while True:
+            status, body = read()
+            remaining = deadline - time.monotonic()
+            if body["events"] or remaining <= 0 or engine.stopping or not req.client_connected():
+                return status, body
+            engine.await_events(body["run_id"], remaining)
 
 
 def _signal(r: Routes, req: Request) -> Tuple[int, Any]:

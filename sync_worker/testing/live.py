@@ -78,6 +78,9 @@ class EnvironmentClient(Client):
     how long the test waits, however far the clock jumps.
     """
 
+    #: its waits are the ``_ChangeWait`` token's (time skips there), never a server-held history read
+    result_waits_on_history = False
+
     def __init__(self, base_url: str, *, environment: LiveEnvironment, **options: Any) -> None:
         super().__init__(base_url, **options)
         self._environment = environment

@@ -19,6 +19,9 @@ from click.testing import CliRunner
 
 from sync_worker.cli import main
 from tests._fixtures import fixture_paths, load_fixture
+from tests._requests_mock import control_plane_on_requests  # noqa: F401  (a fixture)
+
+pytestmark = pytest.mark.usefixtures("control_plane_on_requests")
 
 BASE = "http://dw.test"
 FOLDER = "sdk-python/tests/fixtures/control-plane"

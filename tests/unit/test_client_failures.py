@@ -13,7 +13,7 @@ API = "http://dw.test/api"
 
 @pytest.fixture
 def client() -> Client:
-    return Client("http://dw.test", transport_retries=1)
+    return Client("http://dw.test", transport_retries=1, control_plane_transport="requests")  # responses mocks
 
 
 @responses.activate

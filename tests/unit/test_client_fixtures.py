@@ -301,7 +301,8 @@ def test_every_control_plane_operation_is_covered() -> None:
 def test_fixture_request_and_semantics(name: str) -> None:
     fixture = load_fixture(f"{FOLDER}/{name}")
     operation, request = fixture["operation"], fixture["request"]
-    client = Client(BASE, token="fixture-token", namespace="orders-prod", transport_retries=1)
+    client = Client(BASE, token="fixture-token", namespace="orders-prod", transport_retries=1,
+                    control_plane_transport="requests")  # responses plays the server
     responses.get(f"{BASE}/api/cluster/info", json={"control_plane": {"version": "2", "request_contract": {
         "operations": {"update": {"fields": {"wait_for": {"canonical_values": ["accepted", "completed"]}}}}}}})
     reply = fixture.get("response_body")

@@ -27,7 +27,7 @@ def _body(call: Any) -> Dict[str, Any]:
 @pytest.fixture
 def client() -> Client:
     return Client(BASE, token="secret-token", namespace="orders", transport_retries=1,
-                  worker_plane_transport="requests")  # responses mocks requests; e2e covers urllib3
+                  worker_plane_transport="requests", control_plane_transport="requests")  # responses mocks requests
 
 
 @responses.activate
@@ -187,7 +187,7 @@ def test_tokens_by_plane() -> None:
 @responses.activate
 def test_discovery_prefers_worker_token_and_caches() -> None:
     responses.get(f"{BASE}/api/cluster/info", json={"limits": {"max_payload_bytes": 65536}})
-    client = Client(BASE, control_token="ctl", worker_token="wrk")
+    client = Client(BASE, control_token="ctl", worker_token="wrk", control_plane_transport="requests")
     assert client.cluster_info()["limits"]["max_payload_bytes"] == 65536
     client.cluster_info()
     assert len(responses.calls) == 1

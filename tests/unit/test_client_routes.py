@@ -50,7 +50,8 @@ def _body(index: int = -1) -> Any:
 @pytest.fixture
 def client() -> Client:
     # responses mocks requests, so the worker plane goes through it here; the e2e suite covers urllib3
-    return Client(BASE, token="t", transport_retries=1, worker_plane_transport="requests")
+    return Client(BASE, token="t", transport_retries=1, worker_plane_transport="requests",
+                  control_plane_transport="requests")  # responses plays the server
 
 
 @responses.activate

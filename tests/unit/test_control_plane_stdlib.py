@@ -1,5 +1,5 @@
 """Control-plane calls on the stdlib socket pool (``Client(control_plane_transport="stdlib")``, what the
-Celery facade publishes through): the same requests, answers and typed errors as the default
+Celery facade publishes through, the default): the same requests, answers and typed errors as the
 requests session, against a scripted server and the real dev server, over real sockets."""
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ def serve() -> Iterator[Serve]:
     yield from serving()
 
 
-def test_the_default_control_plane_is_requests() -> None:
-    assert Client("http://127.0.0.1:1").control_plane_transport == "requests"
-    assert Client("http://127.0.0.1:1", control_plane_transport="stdlib").clone().control_plane_transport == "stdlib"
+def test_the_default_control_plane_is_stdlib() -> None:
+    assert Client("http://127.0.0.1:1").control_plane_transport == "stdlib"
+    twin = Client("http://127.0.0.1:1", control_plane_transport="requests").clone()
+    assert twin.control_plane_transport == "requests"
     with pytest.raises(ValueError, match="control_plane_transport"):
         Client("http://127.0.0.1:1", control_plane_transport="urllib3")
 

@@ -316,7 +316,7 @@ def test_a_large_update_rejection_batch_is_offloaded_before_the_failure_bound(
     from sync_worker import Client
 
     client = Client("http://dw.test", external_storage=local, external_storage_threshold_bytes=64 * 1024,
-                    worker_plane_transport="requests")
+                    worker_plane_transport="requests", control_plane_transport="requests")
     big = payloads.envelope("y" * (3 * 1024 * 1024))
     message = "the update was refused: " + "why " * 200
     with responses.RequestsMock() as mock:

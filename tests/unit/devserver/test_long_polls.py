@@ -3,6 +3,7 @@ delay other requests."""
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import threading
@@ -116,3 +117,37 @@ def test_deregistered_worker_is_never_leased_a_task(dev_server: DevServer) -> No
                                                                 "timeout_seconds": 1}, plane="worker")
     assert (refused.status_code, refused.json()["reason"]) == (412, "worker_not_registered")
     assert raw.poll(worker_id="w-new", timeout=1)["workflow_id"] == "wf-1"
+
+
+def test_history_wait_new_event_blocks_until_the_run_s_next_event(dev_server: DevServer) -> None:
+    """``GET .../history?wait_new_event=1&next_page_token=<after>`` (the real server's history follow,
+    HistoryController::show through LongPoller::until) answers only when an event after the token exists."""
+    raw = Raw(dev_server.url)
+    run_id = raw.start("wf-follow")["run_id"]
+    path = f"/workflows/wf-follow/runs/{run_id}/history"
+    seen = raw.ok("GET", path)["events"]
+    after = base64.b64encode(str(seen[-1]["sequence"]).encode()).decode()
+    answers: List[Any] = []
+
+    def follow() -> None:
+        t0 = time.monotonic()
+        page = raw.ok("GET", f"{path}?wait_new_event=1&next_page_token={after}")
+        answers.append((page["events"], time.monotonic() - t0))
+
+    waiter = threading.Thread(target=follow)
+    waiter.start()
+    time.sleep(0.5)
+    assert not answers  # still waiting: nothing after the token yet
+    t0 = time.monotonic()
+    raw.ok("POST", "/workflows/wf-follow/terminate", {"reason": "done"})
+    waiter.join(10)
+    events, waited = answers[0]
+    assert waited >= 0.5 and time.monotonic() - t0 < 2.0
+    assert events and all(e["sequence"] > seen[-1]["sequence"] for e in events)
+    assert events[-1]["event_type"] == "WorkflowTerminated"
+    # events already after the token: no wait at all; without wait_new_event: an empty page at once
+    t0 = time.monotonic()
+    assert raw.ok("GET", f"{path}?wait_new_event=1")["events"][0]["sequence"] == 1
+    last = base64.b64encode(str(events[-1]["sequence"]).encode()).decode()
+    assert raw.ok("GET", f"{path}?next_page_token={last}")["events"] == []
+    assert time.monotonic() - t0 < 1.0

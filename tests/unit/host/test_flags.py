@@ -11,6 +11,7 @@ import responses
 from click.testing import CliRunner
 
 from sync_worker.cli import main
+from tests._requests_mock import control_plane_on_requests  # noqa: F401  (a fixture)
 
 T = "tests.unit.worker._cli_targets"
 
@@ -43,6 +44,7 @@ def test_every_worker_command_spells_the_server_and_log_level_flags_alike() -> N
 
 @responses.activate
 @pytest.mark.parametrize("flag", ["--server-url", "--server", "-s"])
+@pytest.mark.usefixtures("control_plane_on_requests")
 def test_operator_commands_take_every_spelling(flag: str) -> None:
     responses.get("http://flag.test/api/namespaces", json={"namespaces": []})
     result = CliRunner().invoke(main, ["namespace", "list", flag, "http://flag.test", "--json"],
