@@ -154,7 +154,7 @@ def history(ctx: Context, workflow_id: str, run_id: Optional[str], page_size: Op
     """One page of a run's history events (RUN_ID: default the current run, as describe shows)."""
     run_id = run_id or _current_run_id(ctx, workflow_id)
     page = ctx.call("GET", f"{_wf(workflow_id)}/runs/{segment(run_id)}/history", params=compact(
-        wait_new_event="false", page_size=page_size, next_page_token=next_page_token))
+        wait_new_event="0", page_size=page_size, next_page_token=next_page_token))
     ctx.emit(page, lambda value: show_table(value.get("events") or [],
                                             ["sequence", "event_type", "timestamp", "recorded_at"]))
 

@@ -287,6 +287,19 @@ def _describe_run(r: Routes, req: Request) -> Tuple[int, Any]:
 HISTORY_WAIT_SECONDS = 30.0
 
 
+def _wait_new_event(value: Any) -> bool:
+    """The query's ``wait_new_event``: the real server validates it ``['nullable', 'boolean']`` (Laravel's
+    rule: ``1``, ``0``, ``true``/``false`` as JSON, never the words in a query string), so ``?wait_new_event=false``
+    is a 422 there and here."""
+    if value is None or value == "":
+        return False
+    if value in ("1", "0", True, False, 1, 0):
+        return value in ("1", True, 1)
+    message = "The wait new event field must be true or false."
+    raise ApiError(422, "validation_failed", message, errors={"wait_new_event": [message]},
+                   validation_errors={"wait_new_event": [message]})
+
+
 def _history(r: Routes, req: Request) -> Tuple[int, Any]:
     p = req.params
     engine = r.engine
@@ -294,7 +307,7 @@ def _history(r: Routes, req: Request) -> Tuple[int, Any]:
     def read() -> Tuple[int, Any]:
         return _tx(r, lambda: control.history(engine, req.namespace, p["workflow_id"], p.get("run_id"), req.query))
 
-    if str(req.query.get("wait_new_event", "")).lower() not in ("1", "true"):
+    if not _wait_new_event(req.query.get("wait_new_event")):
         return read()
     deadline = time.monotonic() + min(HISTORY_WAIT_SECONDS, engine.config.long_poll_max_seconds)
     with engine.lock:  # released while waiting; an append to the run wakes the wait

@@ -82,7 +82,9 @@ def _wire(value: Any) -> bytes:
 
 
 def _query_value(value: Any) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+    # A boolean goes on the wire as PHP's CLI puts it (http_build_query: 1 / 0), the only spelling the
+    # server's ``boolean`` rule accepts in a query string (``?wait_new_event=false`` is a 422 there).
+    return ("1" if value else "0") if isinstance(value, bool) else str(value)
 
 
 def _cli_fixtures() -> List[Any]:
