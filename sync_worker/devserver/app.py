@@ -217,10 +217,16 @@ class _Handler(socketserver.StreamRequestHandler):
                                          headers=response_.headers, close=self.close_connection))
 
     def _dispatch(self, method: str) -> None:
-        parts = urlsplit(self.path)
-        if parts.path == "/ui" or parts.path.startswith("/ui/"):
+        target = self.path
+        if target[:1] == "/" and target[:2] != "//" and "?" not in target and "%" not in target \
+                and "#" not in target:  # a plain path (every worker call): nothing to split or unquote
+            raw_path, raw_query = target, ""
+        else:
+            parts = urlsplit(target)
+            raw_path, raw_query = parts.path, parts.query
+        if raw_path == "/ui" or raw_path.startswith("/ui/"):
             try:
-                self._serve_ui(method, parts.path, parts.query)
+                self._serve_ui(method, raw_path, raw_query)
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
             return
@@ -229,8 +235,8 @@ class _Handler(socketserver.StreamRequestHandler):
         extra_headers: Dict[str, str] = {}
         self._body_read = False
         try:
-            path = unquote(parts.path)
-            query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()} if parts.query else {}
+            path = unquote(raw_path) if "%" in raw_path else raw_path
+            query = {k: v[0] for k, v in parse_qs(raw_query, keep_blank_values=True).items()} if raw_query else {}
             config = engine.config
             plane, namespace = admit(path, self.headers, query, token=config.token, namespaces=engine.namespaces,
                                      worker_token=config.worker_token, control_token=config.control_token)

@@ -9,14 +9,32 @@ Treat a :class:`PreEncoded` as read-only (its text is taken when it is built).
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Mapping
+import json.scanner
+from typing import Any, Callable, Dict, List, Mapping, Tuple, cast
 
-__all__ = ["PreEncoded", "encode_body"]
+__all__ = ["PreEncoded", "decode_stored", "encode_body"]
 
 _SEPARATORS = (",", ":")
 
 
 _dumps = json.JSONEncoder(separators=_SEPARATORS, ensure_ascii=False).encode
+
+
+#: The scanner ``json.loads`` ends in, called directly: a stored document is compact JSON written by
+#: the store (no surrounding whitespace), so the per-call checks and whitespace matches around it
+#: are skipped; any other text goes through ``json.loads`` (same result, same errors).
+_scan: Callable[[str, int], Tuple[Any, int]] = json.scanner.make_scanner(cast(Any, json.JSONDecoder()))
+
+
+def decode_stored(text: str) -> Dict[str, Any]:
+    """A JSON object the store wrote (``json.loads(text)``, about a third cheaper on compact text)."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:  # not a JSON value at offset 0 (e.g. leading whitespace): the slow path
+        end = -1
+    if end != len(text):
+        value = json.loads(text)
+    return cast("Dict[str, Any]", value)
 
 
 class PreEncoded(Dict[str, Any]):

@@ -45,18 +45,33 @@ class Request:
 Handler = Callable[["Routes", Request], Tuple[int, Any]]
 
 
+_REGEX_SPECIALS = frozenset("\\.^$*+?{}[]|()")
+
+
+def _literal_prefix(pattern: str) -> str:
+    """The leading characters of a route pattern that can only match themselves."""
+    for index, char in enumerate(pattern):
+        if char in _REGEX_SPECIALS:  # a quantifier may make the character before it optional
+            return pattern[:index - 1] if char in "?*+{" and index else pattern[:index]
+    return pattern
+
+
 class Routes:
     def __init__(self, engine: Engine, broker: QueryBroker) -> None:
         self.engine = engine
         self.broker = broker
-        self.table: List[Tuple[str, Pattern[str], Handler]] = []
+        #: ``(method, literal prefix, regex, handler)``: a path that does not start with a route's
+        #: literal prefix cannot match it, so most routes cost a ``startswith``, not a regex match.
+        self.table: List[Tuple[str, str, Pattern[str], Handler]] = []
         for method, pattern, handler in _ROUTES:
-            self.table.append((method, re.compile("^" + pattern + "$"), handler))
+            self.table.append((method, _literal_prefix(pattern), re.compile("^" + pattern + "$"), handler))
 
     def match(self, method: str, path: str) -> Tuple[Optional[Handler], Dict[str, str], bool]:
         """The handler and path params; the flag says whether the path exists for another method."""
         path_known = False
-        for route_method, regex, handler in self.table:
+        for route_method, prefix, regex, handler in self.table:
+            if not path.startswith(prefix):
+                continue
             found = regex.match(path)
             if found:
                 path_known = True

@@ -14,6 +14,8 @@ import sqlite3
 import threading
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from .encoding import decode_stored
+
 Row = Dict[str, Any]
 
 log = logging.getLogger("sync_worker.devserver")
@@ -181,7 +183,7 @@ class Store:
                 try:
                     self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
                     for (data,) in self._conn.execute(f"SELECT data FROM {table}").fetchall():
-                        row = dict(json.loads(data))
+                        row = decode_stored(data)
                         if row.get(column) is None and table == "wf_tasks":
                             found = self.get("runs", str(row.get("run_id")))
                             row[column] = found.get("workflow_type") if found else None
@@ -313,7 +315,7 @@ class Store:
                 return None
             text = found[0]
             self._keep_text(table, key, text)
-        row = dict(json.loads(text))
+        row = decode_stored(text)
         self._remember(table, row)
         return row
 
@@ -342,7 +344,7 @@ class Store:
             sql += f" ORDER BY {order}"
         if limit is not None:
             sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
-        rows = [dict(json.loads(r[0])) for r in self._conn.execute(sql, tuple(params))]
+        rows = [decode_stored(r[0]) for r in self._conn.execute(sql, tuple(params))]
         for row in rows:
             self._remember(table, row)
         return rows
@@ -390,8 +392,8 @@ class Store:
             sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
         elif offset:
             sql += f" LIMIT -1 OFFSET {int(offset)}"
-        return [dict(json.loads(r[0])) for r in self._conn.execute(sql, (run_id,))]
+        return [decode_stored(r[0]) for r in self._conn.execute(sql, (run_id,))]
 
     def iter_all(self, table: str) -> Iterator[Row]:
         for r in self._conn.execute(f"SELECT data FROM {table}"):
-            yield dict(json.loads(r[0]))
+            yield decode_stored(r[0])

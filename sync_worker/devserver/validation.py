@@ -74,6 +74,9 @@ def _parse_int(text: str) -> int:
     return value
 
 
+#: Built once (``json.loads`` with hooks builds a decoder per call): numbers checked, constants refused.
+_BODY_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_parse_float, parse_int=_parse_int)
+
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
@@ -107,7 +110,7 @@ def parse_json_body(data: bytes) -> Dict[str, Any]:
     if not _depth_ok(data):
         raise _malformed(f"request body is nested deeper than {MAX_DEPTH} levels")
     try:
-        parsed = json.loads(text, parse_constant=_refuse_constant, parse_float=_parse_float, parse_int=_parse_int)
+        parsed = _BODY_DECODER.decode(text)
     except ApiError:
         raise
     except (ValueError, RecursionError):

@@ -49,7 +49,6 @@ _FIELD = re.compile(rb"(" + _TOKEN + rb"):[ \t]*(.*?)[ \t]*\r?\n", re.DOTALL)
 _DIGITS = re.compile(r"[0-9]{1,18}")
 # The fast path: a whole head of strict ``name: value\r\n`` lines, already in the reader's buffer.
 _STRICT_BLOCK = re.compile(rb"(?:" + _TOKEN + rb":[^\r\n\x00]*\r\n)*\r\n")
-_STRICT_FIELD = re.compile(r"([^:]+):[ \t]*(.*?)[ \t]*\r\n")
 
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _PHRASES: Dict[int, str] = {status.value: status.phrase for status in HTTPStatus}
@@ -186,8 +185,17 @@ def _read_fields(rfile: Reader, used: int) -> Dict[str, str]:
                 and _STRICT_BLOCK.fullmatch(block):
             rfile.read(len(block))
             fields: Dict[str, str] = {}
-            for name, value in _STRICT_FIELD.findall(block[:-2].decode("latin-1")):
-                _add_field(fields, name.lower(), value)
+            if end == 2:
+                return fields
+            # The block matched the strict shape: each line is ``token:value`` (no CR, LF or NUL),
+            # so a split on the first colon and a strip of the value's blanks is the whole parse.
+            for line in block[:-4].decode("latin-1").split("\r\n"):
+                name, _, value = line.partition(":")
+                name = name.lower()
+                if name in fields:
+                    _add_field(fields, name, value.strip(" \t"))
+                else:
+                    fields[name] = value.strip(" \t")
             return fields
     return _read_fields_slowly(rfile, used)
 

@@ -113,3 +113,48 @@ def test_nesting_depth_check_counts_only_brackets_outside_strings() -> None:
     assert not _depth_ok(b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1))
     assert _depth_ok(b"[" + b"[]," * 300 + b"[]]")  # many openers, shallow
     assert not _depth_ok(b'["\\"", ' + b"{" * (MAX_DEPTH + 1) + b"}" * (MAX_DEPTH + 1) + b"]")  # escaped quote
+
+
+def test_stored_documents_decode_as_json_loads_does() -> None:
+    """``decode_stored`` scans compact text directly; anything else takes ``json.loads``'s path."""
+    from sync_worker.devserver.encoding import decode_stored
+
+    doc = {"a": [1, 2.5, None, True], "b": {"c": "é\u2028"}, "d": 1e300}
+    spaced = json.dumps(doc)
+    for text in (json.dumps(doc, separators=(",", ":")), spaced, " " + spaced, spaced + "\n"):
+        decoded = decode_stored(text)
+        assert decoded == json.loads(text) and decoded is not decode_stored(text)
+    for bad in ('{"a": 1} x', '{"a": }', "", "  "):
+        with pytest.raises(ValueError):
+            decode_stored(bad)
+
+
+def test_routes_skip_by_literal_prefix_with_the_same_answers(server: DevServer) -> None:
+    from sync_worker.devserver.routes import _ROUTES, _literal_prefix
+
+    assert _literal_prefix("/api/health") == "/api/health"
+    assert _literal_prefix("/api/workers/(?P<worker_id>[^/]+)") == "/api/workers/"
+    assert _literal_prefix("/api/x/?") == "/api/x"  # a quantifier makes the character before it optional
+    assert _literal_prefix("/api/a.b") == "/api/a"
+    from sync_worker.devserver.queries import QueryBroker
+    from sync_worker.devserver.routes import Routes
+
+    routes = Routes(server.engine, QueryBroker(server.engine))
+    handler, params, known = routes.match("POST", "/api/worker/activity-tasks/at-1/complete")
+    assert handler is not None and params == {"task_id": "at-1"} and known
+    assert routes.match("GET", "/api/worker/activity-tasks/at-1/complete") == (None, {}, True)  # 405
+    assert routes.match("POST", "/api/nothing/here") == (None, {}, False)  # 404
+    for method, pattern, _ in _ROUTES:  # every route's own literal text still matches it
+        literal = _literal_prefix(pattern)
+        if literal == pattern:
+            assert routes.match(method, pattern)[0] is not None, pattern
+
+
+def test_percent_encoded_paths_and_queries_are_still_split_and_unquoted(server: DevServer) -> None:
+    """Plain paths skip ``urlsplit`` / ``unquote``; the others must still get them."""
+    raw = Raw(server.url)
+    raw.ok("POST", "/workflows", {"workflow_id": "wf-1", "workflow_type": "t", "task_queue": "q"})
+    assert raw.call("GET", "/workflows/wf-1").json()["workflow_id"] == "wf-1"
+    assert raw.call("GET", "/workflows/wf%2D1").json()["workflow_id"] == "wf-1"  # %2D is "-"
+    assert raw.call("GET", "/workflows/wf-1?x=1").json()["workflow_id"] == "wf-1"
+    assert raw.call("GET", "/workflows/wf-2").status_code == 404
