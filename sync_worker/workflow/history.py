@@ -132,6 +132,8 @@ def event_type(event: Mapping[str, Any]) -> Optional[str]:
 
 def event_payload(event: Mapping[str, Any]) -> Dict[str, Any]:
     payload = event.get("payload")
+    if type(payload) is dict:  # decoded JSON: skip the (slower) ABC check
+        return payload.copy()
     return dict(payload) if isinstance(payload, Mapping) else {}
 
 
@@ -212,12 +214,20 @@ _GROUP_KEYS = ("parallel_group_id", "parallel_group_kind", "parallel_group_base_
 
 def _group_entry(source: Mapping[str, Any]) -> Optional[Tuple[str, str, int, int, int]]:
     group_id, kind = text(source.get("parallel_group_id")), text(source.get("parallel_group_kind"))
-    base, size, index = (_int(source, key) for key in _GROUP_KEYS[2:])
-    if group_id is None or kind is None or base is None or size is None or index is None:
+    if group_id is None or kind is None:  # (most steps are in no group)
+        return None
+    base = _int(source, "parallel_group_base_sequence")
+    size = _int(source, "parallel_group_size")
+    index = _int(source, "parallel_group_index")
+    if base is None or size is None or index is None:
         return None
     if base < 1 or size < 1 or not 0 <= index < size:
         return None
     return group_id, kind, base, size, index
+
+
+_DETAIL_KEYS = ("workflow_type", "child_workflow_type", "parent_close_policy", "cancellation_policy",
+                "timer_kind", "change_id", "condition_key", "condition_definition_fingerprint")
 
 
 def step_details(payload: Mapping[str, Any]) -> Dict[str, Any]:
@@ -229,10 +239,10 @@ def step_details(payload: Mapping[str, Any]) -> Dict[str, Any]:
         details["execution_mode"] = "local"
     if "delay_seconds" in payload:
         details["delay_seconds"] = payload["delay_seconds"]
-    for key in ("workflow_type", "child_workflow_type", "parent_close_policy", "cancellation_policy",
-                "timer_kind", "change_id", "condition_key", "condition_definition_fingerprint"):
-        if text(payload.get(key)) is not None:
-            details[key] = payload[key]
+    for key in _DETAIL_KEYS:
+        value = payload.get(key)
+        if isinstance(value, str) and value:
+            details[key] = value
     path = payload.get("parallel_group_path")
     if isinstance(path, list) and path and all(isinstance(entry, Mapping) for entry in path):
         details["parallel_group_path"] = [dict(entry) for entry in path]

@@ -37,6 +37,7 @@ SCOPED_HISTORY = ("cancellation_scope_execution_not_supported: Python worker can
 _SCOPE_EVENTS = frozenset({"CancellationScopeOpened", "CancellationScopeRequested",
                            "CancellationScopeDeliveryPrepared", "CancellationScopeDelivered",
                            "CancellationScopeRequestConflicted"})
+_NESTED = ("activity", "timer", "child_workflow")  # a step payload's snapshots that may carry a scope
 
 
 def cancellation_scope(body: Callable[[], Any], *, shield_parent: bool = False) -> Generator[Any, Any, Any]:
@@ -52,8 +53,14 @@ def refuse_scoped_history(events: Iterable[Mapping[str, Any]]) -> None:
         if kind in _SCOPE_EVENTS:
             raise LocalActivityExecutionAborted(SCOPED_HISTORY)
         payload = event.get("payload")
-        if not isinstance(payload, Mapping):
+        # Decoded JSON is a dict: test for that first, the Mapping ABC check is much slower.
+        if type(payload) is not dict and not isinstance(payload, Mapping):
             continue
-        for container in (payload, *(payload.get(name) for name in ("activity", "timer", "child_workflow"))):
-            if isinstance(container, Mapping) and container.get("cancellation_scope_id", "root") != "root":
+        if payload.get("cancellation_scope_id", "root") != "root":
+            raise LocalActivityExecutionAborted(SCOPED_HISTORY)
+        for name in _NESTED:
+            container = payload.get(name)
+            if container is not None and (type(container) is dict or isinstance(container, Mapping)) and (
+                    container.get("cancellation_scope_id", "root") != "root"):
                 raise LocalActivityExecutionAborted(SCOPED_HISTORY)
+
