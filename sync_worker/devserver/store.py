@@ -327,6 +327,14 @@ class Store:
         self._remember(table, row)
         return row
 
+    def stored_column(self, table: str, key: str, column: str) -> Any:
+        """An indexed column's value as the file holds it, when the store remembers the row (read or
+        written lately, in this or a committed transaction); ``None`` when it does not: then ask :meth:`get`."""
+        known = self._stored[table].get(key)
+        if known is None:
+            return None
+        return known[TABLES[table][1].index(column)]
+
     def delete(self, table: str, key: str) -> None:
         pk = TABLES[table][0]
         self._conn.execute(f"DELETE FROM {table} WHERE {pk} = ?", (key,))
