@@ -112,7 +112,10 @@ def claim(engine: Engine, namespace: str, queue: str, worker_id: str,
                 "lease_expires_at": ts + float(t.get("start_to_close") or engine.config.activity_task_lease_seconds)})
     _recompute_due(engine, act)
     engine.store.put("activities", act)
-    run = engine.get_run(act["run_id"])
+    # The run's status, as its indexed column: a running run needs only its id to record the event,
+    # so its document is not decoded (nor rewritten) on every claim.
+    status = engine.store.stored_column("runs", act["run_id"], "status")
+    run = {"run_id": act["run_id"], "status": status} if status == "running" else engine.get_run(act["run_id"])
     if run is not None and run["status"] not in TERMINAL_STATUSES:
         engine.append(run, "ActivityStarted", {
             "sequence": act["sequence"], "activity_type": act["activity_type"],

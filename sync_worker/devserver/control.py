@@ -85,14 +85,17 @@ def start_workflow(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict
                        workflow_id=workflow_id, run_id=existing["run_id"])
     # WorkflowStarted records the command contract the queue's worker registered for the type
     # (``WorkflowStartService::enrichStartedEventWithExternalCommandContract``): update validation reads it.
+    # The queue's registrations are read once for it and for the stranded-type note (same transaction).
+    queue_workers = engine.store.select("workers", "namespace = ? AND task_queue = ?", (namespace, task_queue))
+    contract = declared_contract(engine, namespace, task_queue, workflow_type, queue_workers)
     run = engine.create_run(namespace=namespace, workflow_id=workflow_id, workflow_type=workflow_type,
                             task_queue=task_queue, arguments=body.get("input"), memo=memo,
                             search_attributes=attributes, execution_timeout_seconds=execution_timeout,
                             run_timeout_seconds=run_timeout,
                             extra={trace_context.FIELD: carrier} if carrier is not None else None,
-                            started_extra=declared_contract(engine, namespace, task_queue, workflow_type),
+                            started_extra=contract,
                             first_of_id=existing is None)
-    engine.stranded.note(engine, namespace, task_queue, "workflow", workflow_type)
+    engine.stranded.note(engine, namespace, task_queue, "workflow", workflow_type, queue_workers)
     return {**run_view(engine, run, full=False), "outcome": "started_new"}
 
 

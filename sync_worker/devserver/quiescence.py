@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import routing, schedules
 from .engine import Engine
-from .store import Row
+from .store import LEASED_WF_TASKS, Row
 
 __all__ = ["busy_reason", "next_due"]
 
@@ -46,14 +46,21 @@ def busy_reason(engine: Engine, queries_in_flight: int = 0) -> Optional[str]:
         return f"{queries_in_flight} query task(s) waiting for a worker's answer"
     with engine.lock:
         store = engine.store
-        leased = store.count("wf_tasks", "state = 'leased'")
+        leased = store.count("wf_tasks", LEASED_WF_TASKS)
         if leased:
             return f"{leased} workflow task(s) leased"
         running = store.count("activities", "state = 'leased'")
         if running:
             return f"{running} activity task(s) running"
         workers = _active_workers(engine)
-        for task in store.select("wf_tasks", "state = 'ready'"):
+        # Only a queue with an active worker can take a task: its ready tasks, through the queue's index
+        # (no index holds every ready workflow task), oldest deadline first as a scan of all would find them.
+        ready: List[Row] = []
+        for namespace, queue in workers:
+            ready.extend(store.select("wf_tasks", "namespace = ? AND task_queue = ? AND state = 'ready'",
+                                      (namespace, queue)))
+        ready.sort(key=lambda row: (float(row.get("due_at") or 0), str(row.get("task_id"))))
+        for task in ready:
             if _takeable(workers, task, "workflow", "workflow_type"):
                 return f"workflow task of {task.get('workflow_type')!r} ready on {task.get('task_queue')!r}"
         for act in store.select("activities", "state = 'ready'"):

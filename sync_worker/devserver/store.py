@@ -41,7 +41,11 @@ TABLES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
 _TABLE_OPTIONS = {"kv": " WITHOUT ROWID"}
 
 #: Indexes an older file may still carry that nothing reads any more (the partial ``acts_*`` below serve them).
-_RETIRED_INDEXES = ("acts_q", "acts_due", "acts_claim", "acts_task", "runs_wf", "runs_id")
+_RETIRED_INDEXES = ("acts_q", "acts_due", "acts_claim", "acts_task", "runs_wf", "runs_id", "tasks_due")
+
+#: The leased workflow tasks, said so the partial ``tasks_waiting`` index serves the query (SQLite uses a
+#: partial index only when the query's WHERE holds its condition's terms).
+LEASED_WF_TASKS = "state IN ('delayed', 'leased') AND state = 'leased'"
 
 _INDEXES = (
     # One index serves a workflow id's runs in a namespace (``namespace = ? AND workflow_id = ?``, newest
@@ -50,7 +54,11 @@ _INDEXES = (
     # every run): one index entry, one WAL page fewer per run created than two indexes.
     "CREATE INDEX IF NOT EXISTS runs_wid ON runs(workflow_id, namespace, created_order)",
     "CREATE INDEX IF NOT EXISTS tasks_q ON wf_tasks(namespace, task_queue, state, due_at)",
-    "CREATE INDEX IF NOT EXISTS tasks_due ON wf_tasks(state, due_at)",
+    # The scheduler's deadline scan and the lease lookups: only the workflow tasks waiting on a deadline
+    # (delayed or leased). A task queued ready (every start) writes no entry here, and a finished one
+    # leaves it (one WAL page fewer per start and per workflow task completed). A query uses it only
+    # when its WHERE holds the same ``state IN (...)`` term: :data:`LEASED_WF_TASKS`.
+    "CREATE INDEX IF NOT EXISTS tasks_waiting ON wf_tasks(state, due_at) WHERE state IN ('delayed', 'leased')",
     # Partial indexes hold only the rows their readers look for, so an activity's claim and completion
     # move fewer index entries (each a page in the commit's WAL frames): a done activity leaves the
     # claim and deadline indexes instead of moving within them.
@@ -318,6 +326,14 @@ class Store:
         row = decode_stored(text)
         self._remember(table, row)
         return row
+
+    def stored_column(self, table: str, key: str, column: str) -> Any:
+        """An indexed column's value as the file holds it, when the store remembers the row (read or
+        written lately, in this or a committed transaction); ``None`` when it does not: then ask :meth:`get`."""
+        known = self._stored[table].get(key)
+        if known is None:
+            return None
+        return known[TABLES[table][1].index(column)]
 
     def delete(self, table: str, key: str) -> None:
         pk = TABLES[table][0]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Set, Tuple
+from typing import TYPE_CHECKING, List, Optional, Set, Tuple
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -34,14 +34,17 @@ class StrandedTypes:
         self._routable: Set[_Key] = set()
         self._reported: Set[_Key] = set()
 
-    def note(self, engine: Engine, namespace: str, queue: str, kind: str, type_name: str) -> None:
-        """Called (in the caller's transaction) when a task of ``type_name`` is queued on ``queue``."""
+    def note(self, engine: Engine, namespace: str, queue: str, kind: str, type_name: str,
+             workers: Optional[List[Row]] = None) -> None:
+        """Called (in the caller's transaction) when a task of ``type_name`` is queued on ``queue``;
+        ``workers``: the queue's registrations, when the caller read them in this transaction."""
         key = (namespace, queue, kind, type_name)
         with self._lock:
             if key in self._routable or key in self._reported:
                 return
-        live = [w for w in engine.store.select("workers", "namespace = ? AND task_queue = ?", (namespace, queue))
-                if w.get("status") == "active"]
+        if workers is None:
+            workers = engine.store.select("workers", "namespace = ? AND task_queue = ?", (namespace, queue))
+        live = [w for w in workers if w.get("status") == "active"]
         if any(self._takes(w, kind, type_name) for w in live):
             with self._lock:
                 self._routable.add(key)

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 
 from . import activities, messages, tasks
 from .engine import Engine
-from .store import Row
+from .store import LEASED_WF_TASKS, Row
 from .util import TERMINAL_STATUSES, ApiError, iso
 
 SCAN_LIMIT = 100
@@ -50,7 +50,7 @@ def _needs_task(engine: Engine, run: Row) -> bool:
 
 def _repair_candidates(engine: Engine, namespace: str) -> Dict[str, List[Row]]:
     ts = engine.now()
-    existing = [t for t in engine.store.select("wf_tasks", "namespace = ? AND state = 'leased'", (namespace,))
+    existing = [t for t in engine.store.select("wf_tasks", f"namespace = ? AND {LEASED_WF_TASKS}", (namespace,))
                 if (t.get("lease_expires_at") or ts) <= ts]
     missing = [r for r in engine.store.select("runs", "namespace = ? AND is_current = 1", (namespace,))
                if r.get("kind") == "workflow" and r["status"] not in TERMINAL_STATUSES and _needs_task(engine, r)]

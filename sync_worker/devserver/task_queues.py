@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Set
 
 from .engine import Engine
-from .store import Row
+from .store import LEASED_WF_TASKS, Row
 from .util import ApiError, iso
 
 _UNVERSIONED = "unversioned"
@@ -94,7 +94,7 @@ def describe(engine: Engine, namespace: str, queue: str, *, full: bool = True) -
         "admission": _admission(
             {"workflow_tasks": out_counts["workflow_tasks"]["leased_count"],
              "activity_tasks": out_counts["activity_tasks"]["leased_count"]},
-            {"workflow_tasks": engine.store.count("wf_tasks", "namespace = ? AND state = 'leased'", (namespace,)),
+            {"workflow_tasks": engine.store.count("wf_tasks", f"namespace = ? AND {LEASED_WF_TASKS}", (namespace,)),
              "activity_tasks": engine.store.count("activities", "namespace = ? AND state = 'leased'", (namespace,))}),
     }
     if full:

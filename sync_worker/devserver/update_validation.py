@@ -73,10 +73,14 @@ def _queue_workers(engine: Engine, namespace: str, task_queue: str) -> List[Row]
     return engine.store.select("workers", "namespace = ? AND task_queue = ?", (namespace, task_queue))
 
 
-def declared_contract(engine: Engine, namespace: str, task_queue: str, workflow_type: str) -> Dict[str, Any]:
+def declared_contract(engine: Engine, namespace: str, task_queue: str, workflow_type: str,
+                      workers: Optional[List[Row]] = None) -> Dict[str, Any]:
     """The ``declared_*`` fields ``WorkflowStarted`` records: the contract a fresh active worker of the
-    queue registered for the type (``WorkflowStartService::enrichStartedEventWithExternalCommandContract``)."""
-    workers = _queue_workers(engine, namespace, task_queue)
+    queue registered for the type (``WorkflowStartService::enrichStartedEventWithExternalCommandContract``).
+
+    ``workers``: the queue's registrations, when the caller read them in this transaction."""
+    if workers is None:
+        workers = _queue_workers(engine, namespace, task_queue)
     for worker in sorted(workers, key=lambda row: -float(row.get("last_heartbeat_at") or row.get("last_seen_at") or 0)):
         if not _fresh(engine, worker) or workflow_type not in (worker.get("supported_workflow_types") or []):
             continue

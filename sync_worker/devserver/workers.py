@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional
 
 from . import tasks
 from .engine import Engine
-from .store import Row
+from .store import LEASED_WF_TASKS, Row
 from .util import ApiError, iso, require_str
 
 _TOKEN = re.compile(r"^[0-9a-f]{32}$")
@@ -146,7 +146,7 @@ def lookup(engine: Engine, namespace: str, worker_id: Any) -> Optional[Row]:
 
 
 def _recover(engine: Engine, namespace: str, worker_id: str) -> int:
-    leased = engine.store.select("wf_tasks", "namespace = ? AND state = 'leased'", (namespace,))
+    leased = engine.store.select("wf_tasks", f"namespace = ? AND {LEASED_WF_TASKS}", (namespace,))
     count = 0
     for task in leased:
         if task.get("lease_owner") == worker_id:

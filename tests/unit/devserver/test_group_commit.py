@@ -5,8 +5,8 @@
 * a failing transaction inside an open batch undoes only its own work;
 * a batch a request left open is committed by the scheduler's tick; ``group_commit=False`` commits
   every transaction at once;
-* the activity indexes are partial and serve every reader; an older file's full indexes are
-  dropped and rebuilt as the partial ones, its rows kept.
+* the activity indexes and the workflow tasks' deadline index are partial and serve every reader;
+  an older file's full indexes are dropped and rebuilt as the partial ones, its rows kept.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 
 from sync_worker.devserver import DevServer
 from sync_worker.devserver.engine import Config, Engine
-from sync_worker.devserver.store import Store
+from sync_worker.devserver.store import LEASED_WF_TASKS, Store
 from sync_worker.devserver.util import ApiError
 from tests.unit.devserver._raw import Raw
 
@@ -124,6 +124,15 @@ def test_the_partial_indexes_serve_every_hot_reader(tmp_path: object) -> None:
         assert "runs_wid" in _plan(store, "SELECT data FROM runs WHERE workflow_id = ? AND namespace != ? LIMIT 1")
         assert "runs_wid" in _plan(store, "SELECT data FROM runs WHERE namespace = ? AND workflow_id = ? "
                                           "ORDER BY created_order DESC LIMIT 1")
+        # the workflow tasks waiting on a deadline: the scheduler's scan, the next deadline, the lease lookups
+        assert "tasks_waiting" in _plan(store, "SELECT data FROM wf_tasks WHERE state IN ('delayed', 'leased') "
+                                               "AND due_at <= ? LIMIT 200")
+        assert "tasks_waiting" in _plan(store, "SELECT MIN(due_at) FROM wf_tasks WHERE state IN ('delayed', "
+                                               "'leased') AND due_at IS NOT NULL")
+        assert "tasks_waiting" in _plan(store, f"SELECT COUNT(*) FROM wf_tasks WHERE {LEASED_WF_TASKS}")
+        assert "tasks_waiting" in _plan(store, f"SELECT data FROM wf_tasks WHERE namespace = ? AND {LEASED_WF_TASKS}")
+        assert "tasks_q" in _plan(store, "SELECT data FROM wf_tasks WHERE namespace = ? AND task_queue = ? "
+                                         "AND state = 'ready' ORDER BY due_at LIMIT 1")
     finally:
         store.close()
 
@@ -146,13 +155,20 @@ def test_an_older_file_gets_the_partial_indexes_and_keeps_its_rows(tmp_path: obj
     conn.execute("INSERT INTO activities VALUES ('x1', 'default', 'q', 'r1', 'ready', NULL, NULL, 'a', "
                  "'{\"execution_id\": \"x1\", \"state\": \"ready\"}')")
     conn.execute("INSERT INTO kv VALUES ('k', 'default', 't', '{\"key\": \"k\"}')")
+    conn.execute("CREATE TABLE wf_tasks (task_id TEXT PRIMARY KEY, namespace, task_queue, run_id, state, due_at, "
+                 "workflow_type, data TEXT NOT NULL)")
+    conn.execute("CREATE INDEX tasks_due ON wf_tasks(state, due_at)")
+    conn.execute("INSERT INTO wf_tasks VALUES ('wft-1', 'default', 'q', 'run-1', 'leased', 5, 't', "
+                 "'{\"task_id\": \"wft-1\", \"state\": \"leased\"}')")
     conn.commit()
     conn.close()
     store = Store(db)
     try:
         names = {str(r[0]) for r in store._conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         assert {"acts_ready", "acts_deadline", "acts_task_id"} <= names
-        assert not {"acts_due", "acts_claim", "acts_task", "runs_wf", "runs_id"} & names
+        assert not {"acts_due", "acts_claim", "acts_task", "runs_wf", "runs_id", "tasks_due"} & names
+        assert "tasks_waiting" in names
+        assert [t["task_id"] for t in store.select("wf_tasks", LEASED_WF_TASKS)] == ["wft-1"]
         assert "runs_wid" in names
         assert [r["run_id"] for r in store.select("runs", "namespace = ? AND workflow_id = ?", ("default", "wf-1"),
                                                   order="created_order DESC", limit=1)] == ["run-1"]

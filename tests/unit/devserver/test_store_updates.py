@@ -173,3 +173,25 @@ def test_cached_documents_follow_rollbacks_and_deletes(store: Store) -> None:
     store.end(True)
     assert store.get("runs", "r1") is None
     assert _mismatches(store) == []
+
+
+def test_a_remembered_column_is_the_files_or_unknown(store: Store) -> None:
+    """``stored_column`` (the claim reads a run's status from it) never answers what the file does not hold."""
+    run = {"run_id": "r2", "namespace": "default", "workflow_id": "wf2", "status": "running", "is_current": 1,
+           "created_order": 2}
+    assert store.stored_column("runs", "r2", "status") is None  # never seen: unknown
+    store.begin()
+    store.put("runs", run)
+    store.end(True)
+    assert store.stored_column("runs", "r2", "status") == "running"
+    store.begin()
+    store.put("runs", {**run, "status": "completed"})
+    assert store.stored_column("runs", "r2", "status") == "completed"
+    store.end(False)  # rolled back: forgotten, not the rolled-back value
+    assert store.stored_column("runs", "r2", "status") is None
+    assert store.get("runs", "r2") == run
+    assert store.stored_column("runs", "r2", "status") == "running"
+    store.begin()
+    store.delete("runs", "r2")
+    store.end(True)
+    assert store.stored_column("runs", "r2", "status") is None
