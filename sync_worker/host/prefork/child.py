@@ -69,6 +69,12 @@ def runtime_summary(runtime: Any) -> Dict[str, Any]:
 
 def _stop_intake(runtime: Any) -> None:
     for member in _members(runtime):
+        # The stop is requested first: a poller that ends because its intake stopped is then a
+        # planned exit, never "the activity poller exited" (the supervisor could see the poller gone
+        # before the recycling thread's ``stop`` marked the runtime as stopping).
+        request_stop = getattr(getattr(member, "shell", member), "request_stop", None)
+        if callable(request_stop):
+            request_stop()
         source = getattr(member, "source", None)
         stop_intake = getattr(source, "stop_intake", None)
         if callable(stop_intake):

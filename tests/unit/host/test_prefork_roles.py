@@ -102,3 +102,18 @@ def test_pool_prefork_is_an_option_whose_workers_run_on_threads() -> None:
     assert options.pool == "prefork" and options.prefork
     assert options.worker_kwargs()["pool"] == "threads"
     assert WorkerOptions.from_env({"SYNC_WORKER_POOL": "processes"}).pool == "prefork"
+
+
+def test_a_recycling_child_marks_its_runtime_stopping_before_it_stops_intake() -> None:
+    """The recycle stops intake from the slot thread; the pollers then end. The runtime is marked as
+    stopping first, so its supervisor never takes a poller that ended for that reason for a crash
+    ("the activity poller exited", exit 1 instead of a recycle: seen under load in the prefork e2e)."""
+    from types import SimpleNamespace
+
+    from sync_worker.host.prefork.child import _stop_intake
+
+    calls: List[str] = []
+    shell = SimpleNamespace(request_stop=lambda: calls.append("request_stop"))
+    source = SimpleNamespace(stop_intake=lambda: calls.append("stop_intake"))
+    _stop_intake(SimpleNamespace(runtimes=[SimpleNamespace(shell=shell, source=source)]))
+    assert calls == ["request_stop", "stop_intake"]
