@@ -116,7 +116,7 @@ class TaskDispatcher:
                 return run_activity_task(
                     client=self.client, task=task, activities=self.activities, worker_id=self.worker_id,
                     task_queue=self.task_queue, inflight=inflight, interceptors=self._interceptors(),
-                    namespace=self.namespace, observability_supported=self._observability())
+                    namespace=self.namespace, observability_supported=self._observability)
 
         self.shell.spawn_task("activity", task.task_id, slot, body)
 

@@ -224,3 +224,41 @@ def test_the_retry_warning_names_what_ends_the_window(caplog: pytest.LogCaptureF
         deliver(send, what="activity x completion", deadline=7.0, now=lambda: clock[0], sleep=sleep,
                 until="its heartbeat timeout (5 s) expires")
     assert "retrying until its heartbeat timeout (5 s) expires in 7 s" in caplog.records[0].getMessage()
+
+
+def test_deliver_works_out_its_window_only_when_a_first_attempt_fails() -> None:
+    seen: List[float] = []
+
+    def window(at: float) -> Any:
+        seen.append(at)
+        return 1010.0, "its lease ends"
+
+    assert deliver(lambda: "ok", what="x", window=window, now=lambda: 1000.0) == "ok"
+    assert seen == []  # a report that lands at once never works out its lease window
+
+    clock = [1000.0]
+    calls: List[int] = []
+
+    def send() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise errors.TransportError("down")
+        return "late"
+
+    def sleep(seconds: float) -> None:
+        clock[0] += seconds
+
+    assert deliver(send, what="x", window=window, now=lambda: clock[0], sleep=sleep) == "late"
+    assert seen == [1000.0]  # once, as seen at the first attempt
+    clock[0] = 1000.0
+    calls.clear()
+    seen.clear()
+
+    def closed(at: float) -> Any:
+        seen.append(at)
+        return at - 1, "its lease ends"
+
+    with pytest.raises(OutcomeAbandoned):
+        deliver(lambda: (_ for _ in ()).throw(errors.TransportError("down")), what="x", window=closed,
+                now=lambda: clock[0], sleep=sleep)
+    assert seen == [1000.0]
