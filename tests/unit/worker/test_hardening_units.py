@@ -262,3 +262,31 @@ def test_deliver_works_out_its_window_only_when_a_first_attempt_fails() -> None:
         deliver(lambda: (_ for _ in ()).throw(errors.TransportError("down")), what="x", window=closed,
                 now=lambda: clock[0], sleep=sleep)
     assert seen == [1000.0]
+
+
+@pytest.mark.parametrize("raw, problems", [
+    ({"task_id": "t", "activity_attempt_id": "a", "activity_type": "x"}, None),
+    ({"task_id": "t", "activity_attempt_id": "a", "activity_type": "x", "attempt_number": 3}, None),
+    ({"task_id": "t", "attempt_id": "a", "activity_type": "x"}, None),  # the alias
+    ({"task_id": "t", "activity_attempt_id": "", "attempt_id": "a", "activity_type": "x"}, None),
+    ({"task_id": "t", "activity_attempt_id": "a", "activity_type": "x", "attempt_number": True},
+     ["attempt_number is not an integer >= 1"]),
+    ({"task_id": "t", "activity_attempt_id": "a", "activity_type": "x", "attempt_number": 0},
+     ["attempt_number is not an integer >= 1"]),
+    ({"task_id": "", "activity_attempt_id": "a", "activity_type": 5}, ["missing task_id", "missing activity_type"]),
+])
+def test_an_activity_task_is_parsed_by_the_same_rules_on_its_fast_path(raw: Dict[str, Any],
+                                                                       problems: Any) -> None:
+    from sync_worker.protocol import ActivityTask, MalformedTask, parse_task
+
+    raw = dict(raw, payload_codec="avro", arguments=None, lease_expires_at="2026-01-01T00:00:00Z")
+    if problems is not None:
+        with pytest.raises(MalformedTask) as caught:
+            parse_task("activity", raw)
+        assert caught.value.problems == problems
+        return
+    task = parse_task("activity", raw)
+    assert isinstance(task, ActivityTask) and task.raw is raw
+    assert (task.task_id, task.attempt_id, task.activity_type) == ("t", "a", "x")
+    assert task.attempt_number == raw.get("attempt_number", 1)
+    assert (task.payload_codec, task.arguments, task.lease_expires_at) == ("avro", None, "2026-01-01T00:00:00Z")
