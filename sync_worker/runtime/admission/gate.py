@@ -194,10 +194,10 @@ class AdmissionGate:
 
     def _try(self, name: Optional[str]) -> Tuple[Optional[Reservation], str]:
         if self._fixed:  # rule-free: a fixed N is the caller's promise (only a tick queues logs)
-            reservation = Reservation(self, name, False)
+            admitted = Reservation(self, name, False)
             with self._lock:
-                self._records[id(reservation)] = reservation
-            return reservation, "admit"
+                self._records[id(admitted)] = admitted
+            return admitted, "admit"
         config = self.config
         reading: Optional[MemoryReading] = None
         if config.adaptive:
