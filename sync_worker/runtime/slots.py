@@ -79,7 +79,7 @@ class SlotPool:
     @property
     def available(self) -> int:
         free = max(0, self.capacity - self.in_use)
-        if self.gate is not None and self.gate.config.adaptive:
+        if self.gate is not None and not self.gate.fixed:
             return min(free, self.gate.available())
         return free
 
@@ -112,7 +112,7 @@ def admit(pool: SlotPool, cancel: CancelToken, timeout: Optional[float] = None) 
             reservation: Optional[Reservation] = None
             gate = pool.gate
             if gate is not None:
-                if not gate.config.adaptive:  # a fixed N admits at once: nothing to wait for or wake
+                if gate.fixed:  # a fixed N admits at once: nothing to wait for or wake
                     reservation = gate.try_reserve()
                 else:
                     handle = cancel.add_callback(gate.wake)

@@ -136,7 +136,7 @@ class AdmissionGate:
         # how many have started, and the one running alone (at most one: a second start ends it).
         self._started = 0
         self._solo_record: Optional[Reservation] = None
-        self._fixed = not config.adaptive  # a fixed N: admission never refuses or waits
+        self.fixed = not config.adaptive  # a fixed N: admission never refuses or waits (read-only)
         self._costs = CostLearner(config.step_cost_tracking)
         self._solo_runs: Dict[str, int] = {}  # per type: solo runs seen (fixed mode samples them)
         self._window = LatencyWindow()
@@ -193,7 +193,7 @@ class AdmissionGate:
         return self._try(name)[0]
 
     def _try(self, name: Optional[str]) -> Tuple[Optional[Reservation], str]:
-        if self._fixed:  # rule-free: a fixed N is the caller's promise (only a tick queues logs)
+        if self.fixed:  # rule-free: a fixed N is the caller's promise (only a tick queues logs)
             admitted = Reservation(self, name, False)
             with self._lock:
                 self._records[id(admitted)] = admitted
@@ -358,7 +358,7 @@ class AdmissionGate:
         # Only a sampled solo run learns a cost or has a peak window open (see _start).
         learn = reservation.sampled and reservation.solo and reservation.name and self.config.step_cost_tracking
         wanted = bool(learn)
-        if not wanted and not self._fixed:
+        if not wanted and not self.fixed:
             with self._lock:  # the reading that ends a solo run is also the idle baseline, if it leaves none
                 wanted = len(self._records) == 1 and id(reservation) in self._records
         usage = self._read().usage_bytes if wanted else None
