@@ -166,8 +166,14 @@ class ActivityInfo:
 class ActivityContext:
     """Per-attempt context returned by :func:`context` inside a running activity."""
 
-    def __init__(self, *, info: ActivityInfo, client: Any, cancel: Optional[CancelToken] = None) -> None:
+    def __init__(self, *, info: Optional[ActivityInfo] = None, client: Any, cancel: Optional[CancelToken] = None,
+                 info_factory: Optional[Callable[[], ActivityInfo]] = None) -> None:
+        if info is None and info_factory is None:
+            raise TypeError("ActivityContext needs info or info_factory")
+        # The worker passes ``info_factory``: most attempts never read their info, so the frozen
+        # dataclass (and its retry info) is built at the first read, not per task.
         self._info = info
+        self._info_factory = info_factory
         self._client = client
         self._cancel = cancel
         # Guards a few flags, never held across a call: the OS lock even under gevent (one per
@@ -182,7 +188,11 @@ class ActivityContext:
 
     @property
     def info(self) -> ActivityInfo:
-        return self._info
+        info = self._info
+        if info is None:
+            assert self._info_factory is not None
+            info = self._info = self._info_factory()
+        return info
 
     @property
     def is_cancelled(self) -> bool:
@@ -201,9 +211,9 @@ class ActivityContext:
             self._abandoned = True
 
     def raise_if_cannot_continue(self) -> None:
-        reason = self.authority_lost_reason
+        reason = self._authority_lost_reason  # one attribute read: no lock needed to see it
         if reason is not None:
-            raise ActivityLeaseAuthorityLost(self._info.task_id, reason)
+            raise ActivityLeaseAuthorityLost(self.info.task_id, reason)
 
     def heartbeat_sync(self, details: Optional[Dict[str, Any]] = None) -> None:
         """Report progress; raise if the server cancelled the attempt or revoked its authority."""
@@ -213,10 +223,11 @@ class ActivityContext:
         if abandoned:
             raise ActivityCancelled("activity abandoned: the worker shut down before it finished")
         try:
+            info = self.info
             response = self._client.heartbeat_activity_task(
-                self._info.task_id,
-                activity_attempt_id=self._info.activity_attempt_id,
-                lease_owner=self._info.worker_id,
+                info.task_id,
+                activity_attempt_id=info.activity_attempt_id,
+                lease_owner=info.worker_id,
                 details=details,
                 cancel=self._cancel,
             )

@@ -208,6 +208,8 @@ def encode(value: Any) -> str:
 
 def envelope(value: Any) -> Dict[str, str]:
     """Encode a value as the wire envelope ``{"codec": "avro", "blob": ...}``."""
+    if value is None:  # what most activities return: its blob is a constant
+        return {"codec": CODEC, "blob": _NONE_BLOB}
     return {"codec": CODEC, "blob": encode(value)}
 
 
@@ -423,9 +425,18 @@ def decode_arguments(payload: object, *, codec: Optional[str] = None) -> List[An
     """Decode an argument-list payload: ``None`` gives ``[]``, a scalar ``[x]``."""
     if payload is None:
         return []
+    if isinstance(payload, dict):
+        blob = payload.get("blob")
+        if type(blob) is str and blob in _NO_ARGUMENT_BLOBS and payload.get("codec") == CODEC:
+            return []  # no arguments (an empty list or null): the commonest payload, decoded once at import
     value = decode_envelope(payload, codec=codec)
     if value is None:
         return []
     if isinstance(value, list):
         return value
     return [value]
+
+
+#: The blob of ``None``, and the blobs that decode to no arguments (``[]``, ``None``).
+_NONE_BLOB = encode(None)
+_NO_ARGUMENT_BLOBS = frozenset((_NONE_BLOB, encode([])))

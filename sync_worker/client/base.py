@@ -209,11 +209,17 @@ class ClientBase:
         token = self.worker_token or self.token
         if token is None and self.control_token is not None:
             raise ValueError("worker-plane calls need worker_token or token; only control_token is set")
+        # The protocol-version override (DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION) is read at this
+        # client's first worker-plane request and kept: a per-request os.environ lookup of an unset
+        # variable raised and caught a KeyError inside os.environ on every poll and completion.
+        version = self.__dict__.get("_worker_protocol_version")
+        if version is None:
+            version = self.__dict__["_worker_protocol_version"] = os.environ.get(_PROTOCOL_ENV) or PROTOCOL_VERSION
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json",
             NAMESPACE_HEADER: self.namespace,
-            PROTOCOL_VERSION_HEADER: os.environ.get(_PROTOCOL_ENV) or PROTOCOL_VERSION,
+            PROTOCOL_VERSION_HEADER: version,
         }
         if token:
             headers["Authorization"] = f"Bearer {token}"

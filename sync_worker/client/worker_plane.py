@@ -9,16 +9,34 @@ turns into a 413.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional
+import re
+from typing import Any, Dict, List, Optional, Tuple
 
 from .. import errors, payloads
 from ..cancel import CancelToken
 from ..protocol import routes
 from .base import PROTOCOL_VERSION, ClientBase, segment
 from .negotiation import compatibility_problems
-from .transport import RetryMode
+from .transport import POLL_ACCEPT, RetryMode
 
 MAX_POLL_SECONDS = 60
+
+#: A task id ``segment`` would leave as it is (``quote``'s always-safe characters): most ids.
+_URL_SAFE = re.compile(r"[A-Za-z0-9_.~-]+").fullmatch
+#: (kind, action) -> (path before the id, path after it, route label, operation): per queue, not per task.
+_TASK_ROUTES: Dict[Tuple[str, str], Tuple[str, str, str, str]] = {}
+#: kind -> its poll path.
+_POLL_ROUTES: Dict[str, str] = {kind: routes.poll_route(kind) for kind in routes.KIND_SEGMENTS}
+
+
+def _task_route(kind: str, action: str) -> Tuple[str, str, str, str]:
+    found = _TASK_ROUTES.get((kind, action))
+    if found is None:
+        template = routes.task_route(kind, action)
+        before, _, after = template.partition("{task_id}")
+        found = _TASK_ROUTES[(kind, action)] = (before, after, routes.label(template),
+                                                f"{routes.KIND_SEGMENTS[kind]}.{action}")
+    return found
 
 
 def poll_read_timeout(timeout_seconds: int) -> float:
@@ -148,7 +166,7 @@ class WorkerPlane(ClientBase):
         body["history_page_size"] = history_page_size
         if task_kinds:
             body["task_kinds"] = list(task_kinds)
-        return self._poll(routes.poll_route("workflow"), body, cancel)
+        return self._poll(_POLL_ROUTES["workflow"], body, cancel)
 
     # -- update validation tasks (§4.10) -------------------------------------------------------
 
@@ -160,7 +178,7 @@ class WorkerPlane(ClientBase):
         body = self._poll_body(worker_id, task_queue, poll_request_id, timeout_seconds, None)
         if not poll_request_id:
             body.pop("poll_request_id")
-        return self._poll(routes.poll_route("update_validation"), body, cancel)
+        return self._poll(_POLL_ROUTES["update_validation"], body, cancel)
 
     def approve_update_validation_task(
         self, task_id: str, *, lease_owner: str, update_validation_attempt: int,
@@ -268,7 +286,7 @@ class WorkerPlane(ClientBase):
     ) -> Optional[Dict[str, Any]]:
         """Long-poll one activity task; ``None`` when the wait ended empty."""
         body = self._poll_body(worker_id, task_queue, poll_request_id, timeout_seconds, build_id)
-        return self._poll(routes.poll_route("activity"), body, cancel)
+        return self._poll(_POLL_ROUTES["activity"], body, cancel)
 
     def complete_activity_task(
         self,
@@ -335,7 +353,7 @@ class WorkerPlane(ClientBase):
     ) -> Optional[Dict[str, Any]]:
         """Long-poll one query task; ``None`` when the wait ended empty."""
         body = self._poll_body(worker_id, task_queue, poll_request_id, timeout_seconds, build_id)
-        return self._poll(routes.poll_route("query"), body, cancel)
+        return self._poll(_POLL_ROUTES["query"], body, cancel)
 
     def complete_query_task(
         self,
@@ -389,10 +407,7 @@ class WorkerPlane(ClientBase):
         return body
 
     def _poll(self, path: str, body: Dict[str, Any], cancel: Optional[CancelToken]) -> Optional[Dict[str, Any]]:
-        response = self._call(
-            "worker", "POST", path, route=path, body=body, cancel=cancel, poll=True,
-            read_timeout=poll_read_timeout(body["timeout_seconds"]), operation=path,
-        )
+        response = self._worker_post(path, path, path, body, cancel, poll_read_timeout(body["timeout_seconds"]))
         if not isinstance(response, dict):
             # An empty (or non-object) 200 is not an empty poll: an empty poll says {"task": null}.
             raise errors.ServerError(200, {"reason": "empty_poll_response" if response is None
@@ -412,16 +427,32 @@ class WorkerPlane(ClientBase):
         *,
         bound: bool = False,
     ) -> Dict[str, Any]:
-        template = routes.task_route(kind, action)
-        route, path = routes.label(template), routes.path(template, task_id=segment(task_id))
+        before, after, route, operation = _task_route(kind, action)
+        path = before + (task_id if type(task_id) is str and _URL_SAFE(task_id) else segment(task_id)) + after
         if bound:
             from ..failure_reports import bound_request
 
             if self._offload is not None:  # large payloads leave first: the bound measures what is sent
                 body = self._offload.outbound(body)
             body = bound_request(path, body, limit_bytes=self.failure_report_limit())
-        return self._dict(self._call("worker", "POST", path, route=route, body=body, cancel=cancel,
-                                     operation=f"{routes.KIND_SEGMENTS[kind]}.{action}"))
+        response = self._worker_post(path, route, operation, body, cancel, None)
+        return response if isinstance(response, dict) else {}
+
+    def _worker_post(self, path: str, route: str, operation: str, body: Dict[str, Any],
+                     cancel: Optional[CancelToken], poll_timeout: Optional[float]) -> Any:
+        """A poll (``poll_timeout`` its read timeout) or a task report: the hot calls. On the default
+        stdlib pool, with no external storage and no metrics, they go straight to the transport
+        (the same headers, retries, deadlines, cancellation and typed errors as ``_call``)."""
+        if self._offload is not None or self.metrics is not None or self.worker_plane_transport != "stdlib":
+            return self._call("worker", "POST", path, route=route, body=body, cancel=cancel, operation=operation,
+                              poll=poll_timeout is not None, read_timeout=poll_timeout)
+        headers = self._worker_headers()
+        if poll_timeout is not None:
+            headers["Accept"] = POLL_ACCEPT
+        return self._transport.request(
+            "POST", "/api" + path, route=route, headers=headers, json_body=body, read_timeout=poll_timeout,
+            retry=RetryMode.SAFE, cancel=cancel, operation=operation, poll=poll_timeout is not None, direct=True,
+        ).body
 
 
 def _json_view(value: Any) -> Any:

@@ -146,6 +146,13 @@ def parse_task(kind: str, raw: Any) -> PolledTask:
         raise MalformedTask(kind, ["the task is not an object"], {})
     problems: List[str] = []
     if kind == "activity":
+        # The well-formed task, checked inline (a poll answers one per task): the same rules as below.
+        task_id, attempt_id = raw.get("task_id"), raw.get("activity_attempt_id")
+        activity_type, number = raw.get("activity_type"), raw.get("attempt_number", 1)
+        if type(task_id) is str and task_id and type(attempt_id) is str and attempt_id and type(activity_type) is str \
+                and activity_type and type(number) is int and number >= 1:
+            return ActivityTask(task_id, attempt_id, activity_type, number, raw.get("payload_codec"),
+                                raw.get("arguments"), raw.get("lease_expires_at"), raw)
         task_id, attempt_id = _text(raw, "task_id"), _text(raw, "activity_attempt_id", "attempt_id")
         activity_type = _text(raw, "activity_type")
         for name, value in (("task_id", task_id), ("activity_attempt_id", attempt_id),

@@ -79,7 +79,7 @@ class SlotPool:
     @property
     def available(self) -> int:
         free = max(0, self.capacity - self.in_use)
-        if self.gate is not None and self.gate.config.adaptive:
+        if self.gate is not None and not self.gate.fixed:
             return min(free, self.gate.available())
         return free
 
@@ -110,12 +110,16 @@ def admit(pool: SlotPool, cancel: CancelToken, timeout: Optional[float] = None) 
             step = min(step, timeout - waited)
         if pool._try_take(step):
             reservation: Optional[Reservation] = None
-            if pool.gate is not None:
-                handle = cancel.add_callback(pool.gate.wake)
-                try:
-                    reservation = pool.gate.reserve(stop=lambda: cancel.cancelled)
-                finally:
-                    cancel.remove_callback(handle)
+            gate = pool.gate
+            if gate is not None:
+                if gate.fixed:  # a fixed N admits at once: nothing to wait for or wake
+                    reservation = gate.try_reserve()
+                else:
+                    handle = cancel.add_callback(gate.wake)
+                    try:
+                        reservation = gate.reserve(stop=lambda: cancel.cancelled)
+                    finally:
+                        cancel.remove_callback(handle)
                 if reservation is None:  # cancelled while the gate deferred
                     pool._give_back()
                     return None

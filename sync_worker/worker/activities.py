@@ -120,9 +120,12 @@ def run_activity_task(
     inflight: InflightTask,
     interceptors: Sequence[WorkerInterceptor] = (),
     namespace: Optional[str] = None,
-    observability_supported: bool = False,
+    observability_supported: Callable[[], bool] = bool,
 ) -> str:
-    """Execute one leased activity task; returns the outcome name (for metrics and logs)."""
+    """Execute one leased activity task; returns the outcome name (for metrics and logs).
+
+    ``observability_supported`` is asked only when an interceptor is configured (it goes into the
+    interceptor context)."""
     task_id, attempt_id = task.task_id, task.attempt_id
     activity_type, attempt_number = task.activity_type, task.attempt_number
 
@@ -130,20 +133,20 @@ def run_activity_task(
     label = f"activity {activity_type or '?'}[{attempt_id or task_id}]"
     heartbeats: List[activity_api.ActivityContext] = []  # the attempt's context, once it has one
 
-    def outcome_window() -> Tuple[float, str]:
+    def outcome_window(at: float) -> Tuple[float, str]:
+        """Until when the outcome may land, as seen at ``at`` (worked out only if a first report fails)."""
         last = heartbeats[0].last_heartbeat_at if heartbeats else None
-        return activity_outcome_deadline(task.raw, received_at=received_at, last_heartbeat_at=last)
+        return activity_outcome_deadline(task.raw, received_at=received_at, last_heartbeat_at=last,
+                                         now=lambda: at)
 
     def report_failure(failure: Dict[str, Any], what: str) -> None:
         if not inflight.claim_report():
             logger.warning("%s abandoned at shutdown; its %s is not reported", label, what)
             return
-        deadline, until = outcome_window()
         try:
             deliver(lambda: client.fail_activity_task(
                 task_id, activity_attempt_id=attempt_id, lease_owner=worker_id, failure=failure,
-                cancel=inflight.cancel), what=f"{label} {what} report", deadline=deadline, cancel=inflight.cancel,
-                until=until)
+                cancel=inflight.cancel), what=f"{label} {what} report", cancel=inflight.cancel, window=outcome_window)
         except FailureReportTooLarge as error:
             logger.error("%s %s could not be reported: %s", label, what, error)
         except WorkerShutdown:
@@ -178,7 +181,7 @@ def run_activity_task(
         return "no_handler"
 
     ctx = activity_api.ActivityContext(
-        info=activity_api.ActivityInfo(
+        info_factory=lambda: activity_api.ActivityInfo(
             task_id=task_id,
             activity_type=activity_type,
             activity_attempt_id=attempt_id,
@@ -197,7 +200,8 @@ def run_activity_task(
     def call_activity(context: ActivityInterceptorContext) -> Any:
         return activity_fn(*context.args)
 
-    execute = chain(interceptors, "execute_activity", call_activity, none_allowed=True)
+    # With no interceptor the function is called directly: no chain, no interceptor context.
+    execute = chain(interceptors, "execute_activity", call_activity, none_allowed=True) if interceptors else None
     log_id = attempt_id or task_id
     logged = task_logger.isEnabledFor(logging.INFO)  # the lines are built only when someone reads them
     if logged:
@@ -206,10 +210,13 @@ def run_activity_task(
     activity_api.set_context(ctx)
     try:
         try:
-            result = execute(ActivityInterceptorContext(
-                worker_id=worker_id, task_queue=task_queue, task=task.raw, activity_type=activity_type,
-                args=tuple(args), namespace=namespace, observability_supported=observability_supported,
-            ))
+            if execute is None:
+                result = activity_fn(*args)
+            else:
+                result = execute(ActivityInterceptorContext(
+                    worker_id=worker_id, task_queue=task_queue, task=task.raw, activity_type=activity_type,
+                    args=tuple(args), namespace=namespace, observability_supported=bool(observability_supported()),
+                ))
         finally:
             # A heartbeat refusal the code caught still ends the attempt's authority.
             ctx.raise_if_cannot_continue()
@@ -248,12 +255,11 @@ def run_activity_task(
         return "failed_non_retryable"
     if logged:
         task_logger.info(format_succeeded(activity_type, log_id, time.monotonic() - started, result))
-    deadline, until = outcome_window()
     try:
         deliver(lambda: client.complete_activity_task(
             task_id, activity_attempt_id=attempt_id, lease_owner=worker_id, result=result,
             cancel=inflight.cancel, result_envelope=result_envelope,
-        ), what=f"{label} completion", deadline=deadline, cancel=inflight.cancel, until=until)
+        ), what=f"{label} completion", cancel=inflight.cancel, window=outcome_window)
     except WorkerShutdown:
         logger.warning("%s completion interrupted by shutdown", label)
         return "complete_error"

@@ -112,11 +112,11 @@ class TaskDispatcher:
             self.sessions.track(raw)
 
         def body(inflight: Any) -> str:
-            with self._log_fields("activity", raw):
+            with log_context.bound_task("activity", raw, task_queue=self.task_queue, namespace=self.namespace):
                 return run_activity_task(
                     client=self.client, task=task, activities=self.activities, worker_id=self.worker_id,
                     task_queue=self.task_queue, inflight=inflight, interceptors=self._interceptors(),
-                    namespace=self.namespace, observability_supported=self._observability())
+                    namespace=self.namespace, observability_supported=self._observability)
 
         self.shell.spawn_task("activity", task.task_id, slot, body)
 

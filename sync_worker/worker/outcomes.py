@@ -99,10 +99,14 @@ def retryable_outcome_error(error: BaseException) -> bool:
     return False
 
 
-def deliver(send: Callable[[], T], *, what: str, deadline: float, cancel: Any = None,
+def deliver(send: Callable[[], T], *, what: str, deadline: float = 0.0, cancel: Any = None,
             now: Callable[[], float] = time.time, sleep: Optional[Callable[[float], None]] = None,
-            until: str = "its lease ends") -> T:
+            until: str = "its lease ends", window: Optional[Callable[[float], Tuple[float, str]]] = None) -> T:
     """Call ``send`` until it succeeds, a non-retryable error (re-raised) or ``deadline``.
+
+    ``window``, when given, replaces ``deadline`` and ``until``: it is called with the time of the
+    first attempt, and only if that attempt fails with a retryable error (an outcome that lands at
+    once, the common case, never works out its lease window).
 
     Raises :class:`OutcomeAbandoned` (logged at WARNING) when the window closes, and
     :class:`~sync_worker.errors.WorkerShutdown` when ``cancel`` fires during a wait.
@@ -117,6 +121,9 @@ def deliver(send: Callable[[], T], *, what: str, deadline: float, cancel: Any = 
         except Exception as error:
             if not retryable_outcome_error(error):
                 raise
+            if window is not None:
+                deadline, until = window(started)
+                window = None
             remaining = deadline - now()
             if remaining <= 0:
                 logger.warning(

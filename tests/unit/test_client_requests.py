@@ -146,6 +146,20 @@ def test_worker_plane_headers_and_task_outcome_shapes(client: Client) -> None:
 
 
 @responses.activate
+def test_protocol_version_override_is_read_once_per_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    responses.post(f"{BASE}/api/worker/heartbeat", json={})
+    monkeypatch.setenv("DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION", "1.19")
+    first = Client(BASE, token="t", transport_retries=1, worker_plane_transport="requests")
+    first.heartbeat_worker({"worker_id": "w"})
+    monkeypatch.delenv("DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION")
+    first.heartbeat_worker({"worker_id": "w"})  # kept from this client's first worker-plane request
+    Client(BASE, token="t", transport_retries=1, worker_plane_transport="requests").heartbeat_worker(
+        {"worker_id": "w"})  # a new client reads the environment again
+    sent = [call.request.headers["X-Durable-Workflow-Protocol-Version"] for call in responses.calls]
+    assert sent == ["1.19", "1.19", "1.20"]
+
+
+@responses.activate
 def test_poll_body_and_empty_poll(client: Client) -> None:
     responses.post(f"{BASE}/api/worker/activity-tasks/poll", json={"task": None, "poll_status": "timeout"})
     task = client.poll_activity_task(worker_id="w1", task_queue="q", poll_request_id="activity-poll-1",

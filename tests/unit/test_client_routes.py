@@ -256,6 +256,17 @@ def test_ids_are_percent_encoded_in_paths() -> None:
 
 
 @responses.activate
+def test_task_ids_in_outcome_paths_are_escaped_unless_url_safe(client: Client) -> None:
+    for task_id, in_path in (("t-1_a.b~c", "t-1_a.b~c"), ("a/b c", "a%2Fb%20c"), ("é:1", "%C3%A9%3A1")):
+        responses.post(f"{API}/worker/activity-tasks/{in_path}/complete", json={"ok": True})
+        assert client.complete_activity_task(task_id, activity_attempt_id="a", lease_owner="w", result=None) == {
+            "ok": True}
+        assert responses.calls[-1].request.url == f"{API}/worker/activity-tasks/{in_path}/complete"
+    responses.post(f"{API}/worker/activity-tasks/t2/fail", json=["not", "an", "object"])
+    assert client.fail_activity_task("t2", activity_attempt_id="a", lease_owner="w", failure={"message": "x"}) == {}
+
+
+@responses.activate
 def test_append_message_stream(client: Client) -> None:
     responses.post(f"{API}/workflows/wf1/message-streams/inbox/messages", json={"outcome": "appended"})
     receipt = client.append_message_stream("wf1", "inbox", {"n": 1}, message_id="m-1")

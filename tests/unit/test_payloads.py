@@ -335,3 +335,19 @@ def test_property_round_trip(value: Any) -> None:
     decoded = decode(blob)
     assert strictly_equal(decoded, value)
     assert encode(decoded) == blob
+
+
+def test_the_no_argument_and_none_shortcuts_agree_with_the_codec() -> None:
+    for value in ([], None):
+        blob = encode(value)
+        assert decode_arguments({"codec": "avro", "blob": blob}) == []
+        assert decode_arguments(blob, codec="avro") == []
+    assert envelope(None) == {"codec": "avro", "blob": encode(None)} and decode_envelope(envelope(None)) is None
+    first, second = envelope(None), envelope(None)
+    assert first is not second  # a fresh dict each time: a caller may change its own
+    # the shortcut keeps the codec check and tolerates odd blobs
+    with pytest.raises(UnsupportedPayloadCodec):
+        decode_arguments({"codec": "json", "blob": encode([])})
+    with pytest.raises(PayloadDecodeError):
+        decode_arguments({"codec": "avro", "blob": ["not", "a", "string"]})
+    assert decode_arguments({"codec": "avro", "blob": encode([1, "a"])}) == [1, "a"]

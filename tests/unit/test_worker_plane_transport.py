@@ -311,3 +311,27 @@ def test_a_plain_socket_is_timed_by_the_kernel(serve: Serve) -> None:
         assert struct.unpack("@ll", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("@ll"))) == (1, 500000)
     assert _poll(client, timeout_seconds=2) is None  # read timeout 2 + 5 s
     assert struct.unpack("@ll", sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, 16)) == (7, 0)
+
+
+def test_polls_and_reports_send_the_same_with_or_without_metrics(serve: Serve) -> None:
+    """Without metrics (or external storage) a poll and a task report skip ``_call`` on the stdlib
+    pool; what reaches the server is the same as on the path that records metrics."""
+    from sync_worker.runtime.metrics import CLIENT_REQUESTS, InMemoryMetrics
+
+    def script(server: MisbehavingServer, conn: socket.socket, request: RawRequest) -> None:
+        json_response(server, conn, {"task": None} if request.path.endswith("/poll") else {"outcome": "completed"})
+
+    server = serve(script)
+    metrics = InMemoryMetrics()
+    for client in (_client(server.url, "stdlib", token="tok"), _client(server.url, "stdlib", token="tok",
+                                                                         metrics=metrics)):
+        assert _poll(client, timeout_seconds=1) is None
+        assert client.complete_activity_task("t-1", activity_attempt_id="a", lease_owner="w",
+                                             result=None) == {"outcome": "completed"}
+    plain, measured = server.requests[:2], server.requests[2:]
+    assert [(r.method, r.path, r.headers, r.json()) for r in plain] == [
+        (r.method, r.path, r.headers, r.json()) for r in measured]
+    assert "poll" in plain[0].headers["accept"] and plain[1].headers["accept"] == "application/json"
+    assert plain[0].headers["authorization"] == "Bearer tok"
+    assert metrics.counter(CLIENT_REQUESTS, method="POST", route="/worker/activity-tasks/poll", plane="worker",
+                           status_code="200", outcome="ok") == 1

@@ -132,6 +132,11 @@ class AdmissionGate:
         self._metrics = metrics
         self._tags = dict(tags or {})
         self._records: Dict[int, Reservation] = {}
+        # Kept as reservations start and end (lock held), so no per-task scan of the records:
+        # how many have started, and the one running alone (at most one: a second start ends it).
+        self._started = 0
+        self._solo_record: Optional[Reservation] = None
+        self.fixed = not config.adaptive  # a fixed N: admission never refuses or waits (read-only)
         self._costs = CostLearner(config.step_cost_tracking)
         self._solo_runs: Dict[str, int] = {}  # per type: solo runs seen (fixed mode samples them)
         self._window = LatencyWindow()
@@ -176,10 +181,10 @@ class AdmissionGate:
         poller holds one while it polls), not work: an idle worker always has one.
         """
         with self._lock:
-            return not self._waiting and not any(r.started for r in self._records.values())
+            return not self._waiting and not self._started
 
     def _running_locked(self) -> int:
-        return sum(1 for r in self._records.values() if r.started)
+        return self._started
 
     # -- admission ---------------------------------------------------------------------------
 
@@ -188,6 +193,11 @@ class AdmissionGate:
         return self._try(name)[0]
 
     def _try(self, name: Optional[str]) -> Tuple[Optional[Reservation], str]:
+        if self.fixed:  # rule-free: a fixed N is the caller's promise (only a tick queues logs)
+            admitted = Reservation(self, name, False)
+            with self._lock:
+                self._records[id(admitted)] = admitted
+            return admitted, "admit"
         config = self.config
         reading: Optional[MemoryReading] = None
         if config.adaptive:
@@ -315,10 +325,14 @@ class AdmissionGate:
                 return
             if name:
                 reservation.name = name
-            others = [r for r in self._records.values() if r.started and r is not reservation]
-            for other in others:
-                other.solo = False  # its growth is no longer attributable to it alone
-            reservation.solo = not others
+            solo = self._solo_record
+            if solo is not None:
+                solo.solo = False  # its growth is no longer attributable to it alone
+                self._solo_record = None
+            reservation.solo = not self._started
+            if reservation.solo:
+                self._solo_record = reservation
+            self._started += 1
             reservation.started_at = self._clock()
             reservation.sampled = reservation.solo and track and self._sample_solo(reservation.name)
         if reservation.sampled:
@@ -341,22 +355,30 @@ class AdmissionGate:
         return runs <= COST_SAMPLES or runs % FIXED_MODE_SAMPLE_EVERY == 0
 
     def _end(self, reservation: Reservation, ok: bool) -> None:
-        learn = reservation.solo and reservation.name and self.config.step_cost_tracking and reservation.sampled
-        with self._lock:  # the reading that ends a solo run is also the idle baseline, if it leaves none
-            alone = len(self._records) == 1 and id(reservation) in self._records
-        wanted = learn or (alone and self.config.adaptive)
+        # Only a sampled solo run learns a cost or has a peak window open (see _start).
+        learn = reservation.sampled and reservation.solo and reservation.name and self.config.step_cost_tracking
+        wanted = bool(learn)
+        if not wanted and not self.fixed:
+            with self._lock:  # the reading that ends a solo run is also the idle baseline, if it leaves none
+                wanted = len(self._records) == 1 and id(reservation) in self._records
         usage = self._read().usage_bytes if wanted else None
-        with self._lock:
-            window, reservation.peak_window = reservation.peak_window, None
-        peak_growth = self.probe.peaks.close(window) if window is not None and self.probe.peaks else None
+        peak_growth = None
+        if reservation.sampled:
+            with self._lock:
+                window, reservation.peak_window = reservation.peak_window, None
+            peak_growth = self.probe.peaks.close(window) if window is not None and self.probe.peaks else None
         with self._lock:
             if reservation._ended:
                 return
             reservation._ended = True
             self._records.pop(id(reservation), None)
             if reservation.started_at is not None:
+                self._started -= 1
+                if self._solo_record is reservation:
+                    self._solo_record = None
                 self._probe_pending = False
-                self._window.record(self._clock(), self._clock() - reservation.started_at, ok)
+                now = self._clock()
+                self._window.record(now, now - reservation.started_at, ok)
                 if learn and reservation.solo and reservation.usage_at_start is not None:
                     sampled = reservation.growth
                     if usage is not None:
@@ -371,7 +393,12 @@ class AdmissionGate:
                     self._costs.observe(reservation.name, observed, source)
             if not self._records and usage is not None:
                 self._idle_usage = usage
-        self.wake()
+            # Wake the waiters (only an adaptive gate has any): one registered after this lock
+            # re-checks before it waits, and sees this reservation gone.
+            waiters = list(self._waiters) if self._waiters else None
+        if waiters:
+            for waiter in waiters:
+                waiter.set()
 
     # -- control loop --------------------------------------------------------------------------
 

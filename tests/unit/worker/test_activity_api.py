@@ -139,3 +139,22 @@ def test_failure_body_for_retryable_and_non_retryable() -> None:
         code = True
 
     assert "code" not in failure_from_exception(BoolCode("x"))
+
+
+def test_a_context_builds_its_info_at_the_first_read() -> None:
+    built: List[int] = []
+
+    def factory() -> activity.ActivityInfo:
+        built.append(1)
+        return activity.ActivityInfo(task_id="t9", activity_type="greet", activity_attempt_id="a9",
+                                     attempt_number=1, task_queue="q", worker_id="w1")
+
+    client = HeartbeatClient([{"can_continue": False, "reason": "lease_lost"}])
+    ctx = activity.ActivityContext(info_factory=factory, client=client)
+    assert built == []
+    assert ctx.info.task_id == "t9" and ctx.info is ctx.info and built == [1]
+    with pytest.raises(ActivityLeaseAuthorityLost):
+        ctx.heartbeat_sync()
+    assert client.calls[0]["task_id"] == "t9" and client.calls[0]["activity_attempt_id"] == "a9"
+    with pytest.raises(TypeError):
+        activity.ActivityContext(client=client)

@@ -729,3 +729,31 @@ def test_a_pollers_reservation_is_not_work_for_the_quiet_control_loop() -> None:
     assert not gate.idle()
     polling.finish()
     assert gate.idle()
+
+
+@pytest.mark.parametrize("option", [4, {"ramAdmission": False, "start": 4, "max": 4}])
+def test_running_count_and_the_solo_run_are_kept_as_tasks_start_and_end(option: Any) -> None:
+    machine = Machine()
+    gate = machine.gate(option)
+    first, second, poller = gate.try_reserve(), gate.try_reserve(), gate.try_reserve()
+    assert first is not None and second is not None and poller is not None
+    first.start("a")
+    assert first.solo and gate.running == 1 and not gate.idle()
+    second.start("b")
+    assert not first.solo and not second.solo and gate.running == 2
+    first.finish()
+    first.finish()  # ending twice counts once
+    third = gate.try_reserve()
+    assert third is not None
+    third.start("c")
+    assert not third.solo and gate.running == 2  # "b" still runs: "c" does not run alone
+    second.finish()
+    third.finish()
+    poller.release()  # a reservation that never started a task is not a running one
+    assert gate.running == 0 and gate.reserved == 0 and gate.idle()
+    fourth = gate.try_reserve()
+    assert fourth is not None
+    fourth.start("d")
+    assert fourth.solo and gate.running == 1
+    fourth.finish(ok=False)
+    assert gate.running == 0 and gate.idle()

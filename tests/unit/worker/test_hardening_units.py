@@ -224,3 +224,69 @@ def test_the_retry_warning_names_what_ends_the_window(caplog: pytest.LogCaptureF
         deliver(send, what="activity x completion", deadline=7.0, now=lambda: clock[0], sleep=sleep,
                 until="its heartbeat timeout (5 s) expires")
     assert "retrying until its heartbeat timeout (5 s) expires in 7 s" in caplog.records[0].getMessage()
+
+
+def test_deliver_works_out_its_window_only_when_a_first_attempt_fails() -> None:
+    seen: List[float] = []
+
+    def window(at: float) -> Any:
+        seen.append(at)
+        return 1010.0, "its lease ends"
+
+    assert deliver(lambda: "ok", what="x", window=window, now=lambda: 1000.0) == "ok"
+    assert seen == []  # a report that lands at once never works out its lease window
+
+    clock = [1000.0]
+    calls: List[int] = []
+
+    def send() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise errors.TransportError("down")
+        return "late"
+
+    def sleep(seconds: float) -> None:
+        clock[0] += seconds
+
+    assert deliver(send, what="x", window=window, now=lambda: clock[0], sleep=sleep) == "late"
+    assert seen == [1000.0]  # once, as seen at the first attempt
+    clock[0] = 1000.0
+    calls.clear()
+    seen.clear()
+
+    def closed(at: float) -> Any:
+        seen.append(at)
+        return at - 1, "its lease ends"
+
+    with pytest.raises(OutcomeAbandoned):
+        deliver(lambda: (_ for _ in ()).throw(errors.TransportError("down")), what="x", window=closed,
+                now=lambda: clock[0], sleep=sleep)
+    assert seen == [1000.0]
+
+
+@pytest.mark.parametrize("raw, problems", [
+    ({"task_id": "t", "activity_attempt_id": "a", "activity_type": "x"}, None),
+    ({"task_id": "t", "activity_attempt_id": "a", "activity_type": "x", "attempt_number": 3}, None),
+    ({"task_id": "t", "attempt_id": "a", "activity_type": "x"}, None),  # the alias
+    ({"task_id": "t", "activity_attempt_id": "", "attempt_id": "a", "activity_type": "x"}, None),
+    ({"task_id": "t", "activity_attempt_id": "a", "activity_type": "x", "attempt_number": True},
+     ["attempt_number is not an integer >= 1"]),
+    ({"task_id": "t", "activity_attempt_id": "a", "activity_type": "x", "attempt_number": 0},
+     ["attempt_number is not an integer >= 1"]),
+    ({"task_id": "", "activity_attempt_id": "a", "activity_type": 5}, ["missing task_id", "missing activity_type"]),
+])
+def test_an_activity_task_is_parsed_by_the_same_rules_on_its_fast_path(raw: Dict[str, Any],
+                                                                       problems: Any) -> None:
+    from sync_worker.protocol import ActivityTask, MalformedTask, parse_task
+
+    raw = dict(raw, payload_codec="avro", arguments=None, lease_expires_at="2026-01-01T00:00:00Z")
+    if problems is not None:
+        with pytest.raises(MalformedTask) as caught:
+            parse_task("activity", raw)
+        assert caught.value.problems == problems
+        return
+    task = parse_task("activity", raw)
+    assert isinstance(task, ActivityTask) and task.raw is raw
+    assert (task.task_id, task.attempt_id, task.activity_type) == ("t", "a", "x")
+    assert task.attempt_number == raw.get("attempt_number", 1)
+    assert (task.payload_codec, task.arguments, task.lease_expires_at) == ("avro", None, "2026-01-01T00:00:00Z")
