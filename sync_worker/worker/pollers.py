@@ -151,9 +151,6 @@ class Poller:
             self._count("task", started)
             self._dispatch(task, slot)
             handed_off = True
-            # Let the task's thread run first: it is on the workflow's critical path, this poller's
-            # next poll is not (a task is ready in the hand-off, the poll can wait its turn).
-            self._backend.sleep(0)
         finally:
             if slot is not None and not handed_off:
                 slot.release()
