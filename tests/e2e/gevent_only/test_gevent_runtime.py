@@ -179,7 +179,7 @@ def test_task_greenlets_keep_their_spawner_but_no_spawning_stack() -> None:
 
     handle = backend.spawn_task("sync-worker-activity-t1", body)
     assert handle.join(5)
-    assert seen["stack"] is None  # the ~70,000-instruction frame walk is skipped for tasks
+    assert seen["stack"] is None  # the frames' line-number walk is skipped for tasks
     assert seen["spawner"] is gevent.getcurrent()  # greenlet tree tracking otherwise as gevent does it
     assert isinstance(seen["tree"], dict)
     assert seen["name"] == "sync-worker-activity-t1"
