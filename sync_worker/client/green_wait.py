@@ -6,10 +6,11 @@ watcher, ``start``/``__enter__``/``__exit__``/``close``), waits on the socket's 
 in the hub, then tries again. A worker makes two such waits per task.
 :class:`GreenWait` keeps what the wait needs with the connection instead: the real socket, the
 read watcher gevent made for it, and one timer watcher per timeout value; a wait re-arms and
-stops that timer around ``hub.wait``. Everything else is gevent's: the wait is the same hub
-wait, a ``shutdown``/``close`` of the gevent socket from another greenlet cancels it the same
-way, and a wait that runs out raises ``socket.timeout("timed out")`` in the waiting greenlet,
-as gevent does.
+stops that timer around ``hub.wait``. The first read after a request waits before it tries (the
+answer is not there yet: a try would only raise ``BlockingIOError``). Everything else is
+gevent's: the wait is the same hub wait, a ``shutdown``/``close`` of the gevent socket from
+another greenlet cancels it the same way, and a wait that runs out raises
+``socket.timeout("timed out")`` in the waiting greenlet, as gevent does.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _expired(waiter: Any) -> None:
 class GreenWait:
     """``recv`` and ``send`` of one gevent socket, waiting in the hub without a ``Timeout`` object."""
 
-    __slots__ = ("_getcurrent", "_hub", "_raw", "_seconds", "_sock", "_timer", "_watcher")
+    __slots__ = ("_getcurrent", "_hub", "_raw", "_seconds", "_sent", "_sock", "_timer", "_watcher")
 
     def __init__(self, sock: Any, raw: socket.socket, watcher: Any, hub: Any, getcurrent: Any) -> None:
         self._sock = sock
@@ -50,9 +51,18 @@ class GreenWait:
         self._getcurrent = getcurrent
         self._timer: Any = None
         self._seconds: Optional[float] = None
+        self._sent = False  # a request went out and its answer has not been read from yet
 
     def recv(self, size: int) -> bytes:
         raw = self._raw
+        if self._sent:
+            # The first read after a request waits before it tries: the answer is (almost) never
+            # there yet, and the failed try raised a BlockingIOError (an exception with a decoded
+            # strerror and a traceback entry, a few thousand instructions) every request. The hub
+            # watches the socket level-triggered, so an answer already there ends the wait at once.
+            self._sent = False
+            if self._sock.timeout != 0.0:
+                self._wait()
         while True:
             try:
                 return raw.recv(size)
@@ -69,6 +79,7 @@ class GreenWait:
             sent = 0
         if sent < len(data):
             self._sock.sendall(memoryview(data)[sent:])
+        self._sent = True
         return len(data)
 
     def _wait(self) -> None:

@@ -27,7 +27,6 @@ before anything is sent, so a header value from configuration cannot inject a he
 from __future__ import annotations
 
 import http.client
-import re
 import socket
 from typing import Dict, Iterator, Mapping, Optional, Protocol, Sequence, Tuple
 
@@ -37,13 +36,14 @@ MAX_LINE = 64 * 1024
 MAX_HEADERS = 100
 _KEPT = (b"content-length", b"content-type", b"transfer-encoding", b"connection")
 _NO_BODY = (204, 304)
-_BAD_TARGET = re.compile("[ \r\n\t]")
-_BAD_METHOD = re.compile("[ \r\n]")
 
 
 def request_bytes(method: str, target: str, host: str, headers: Mapping[str, str], body: Optional[bytes]) -> bytes:
     """The request head and body as one ``bytes`` (``Content-Length`` always set for a body)."""
-    if target[:1] != "/" or _BAD_TARGET.search(target) is not None or _BAD_METHOD.search(method) is not None:
+    # Substring tests, not a regular expression: a search over every character of the target
+    # cost ~1,500 instructions a request (a worker's targets carry task ids, so none is cached).
+    if (target[:1] != "/" or " " in target or "\r" in target or "\n" in target or "\t" in target
+            or " " in method or "\r" in method or "\n" in method):
         raise ValueError("invalid request line")
     head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + header_block(host, headers)
     if body is not None:

@@ -105,6 +105,10 @@ def test_request_is_one_buffer_with_host_and_length() -> None:
     ("POST", "/x y", {}),
     ("POST", "/x\r\nHost: evil", {}),
     ("PO ST", "/x", {}),
+    ("POST", "/x\ty", {}),
+    ("POST", "/x\ny", {}),
+    ("POST\r", "/x", {}),
+    ("POST\n", "/x", {}),
     ("POST", "relative", {}),
 ])
 def test_requests_that_would_inject_are_refused(method: str, target: str, headers: dict) -> None:

@@ -164,3 +164,25 @@ def test_a_cpu_bound_activity_makes_the_worker_not_live_while_the_hub_is_blocked
         status = worker.status(event_loop_stall_seconds=stall)
         assert status.live and status.live_reason == "live"
         assert running.stop() is None
+
+
+def test_task_greenlets_keep_their_spawner_but_no_spawning_stack() -> None:
+    from sync_worker.runtime.gevent_backend import GeventBackend
+
+    backend = GeventBackend()
+    seen: Dict[str, Any] = {}
+
+    def body() -> None:
+        me = gevent.getcurrent()
+        seen.update(stack=me.spawning_stack, spawner=me.spawning_greenlet(), tree=me.spawn_tree_locals,
+                    name=me.name)
+
+    handle = backend.spawn_task("sync-worker-activity-t1", body)
+    assert handle.join(5)
+    assert seen["stack"] is None  # the frames' line-number walk is skipped for tasks
+    assert seen["spawner"] is gevent.getcurrent()  # greenlet tree tracking otherwise as gevent does it
+    assert isinstance(seen["tree"], dict)
+    assert seen["name"] == "sync-worker-activity-t1"
+    other = backend.spawn("sync-worker-poller", lambda: None)
+    assert other.join(5)
+    assert other._greenlet.spawning_stack is not None  # other greenlets keep gevent's record

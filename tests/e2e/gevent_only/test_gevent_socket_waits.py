@@ -97,3 +97,28 @@ def test_a_shutdown_ends_a_blocked_poll_at_once(listener: Tuple[socket.socket, s
         client.poll_activity_task(worker_id="w", task_queue="q", poll_request_id="p", timeout_seconds=20,
                                   cancel=cancel)
     assert time.monotonic() - started < 2.0
+
+
+def test_an_answer_already_there_after_a_send_is_read_without_a_timeout() -> None:
+    left, right = socket.socketpair()  # gevent's sockets (the suite is patched)
+    try:
+        left.settimeout(1.0)
+        green = GreenWait(left, left._sock, left._read_event, left.hub, gevent.getcurrent)
+        assert green.send(b"ping") == 4
+        assert right.recv(4) == b"ping"
+        right.sendall(b"pong")
+        gevent.sleep(0.05)  # the answer is in the socket before the first read waits
+        started = time.monotonic()
+        assert green.recv(16) == b"pong"
+        assert time.monotonic() - started < 0.5  # the wait ended at once (level-triggered), no timeout
+        green.send(b"again")
+        with pytest.raises(socket.timeout):  # nothing comes: the first read's wait times out as before
+            green.recv(16)
+        left.settimeout(0.0)
+        green.send(b"x")
+        with pytest.raises(BlockingIOError):  # a non-blocking socket never waits, first read included
+            green.recv(16)
+        green.close()
+    finally:
+        left.close()
+        right.close()
