@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import threading
-from typing import Any, Optional, Tuple
+from typing import Optional, Tuple
 
 import click
 
 from ..cli.params import LOG_FORMAT_ENV, configure_logging, log_format_option
+from ..host.wakeup import until_stop_signal
 from .app import DevServer
 
 log = logging.getLogger("sync_worker.devserver")
@@ -65,27 +64,19 @@ def devserver_command(host: str, port: int, db: str, token: Optional[str], worke
             log.info(line)
         else:
             click.echo(line, err=True)
-    stop = threading.Event()
-
-    def _on_signal(signum: int, frame: Any) -> None:  # handlers only set a flag; the loop acts
-        stop.set()
-
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     server = DevServer(port=port, db=db, token=token, namespaces=namespaces or ("default",), host=host,
                        enforce_workflow_timeouts=workflow_timeouts, worker_token=worker_token,
                        control_token=control_token, workflow_task_lease_seconds=workflow_task_lease,
                        activity_task_lease_seconds=activity_task_lease, query_timeout_seconds=query_timeout,
                        long_poll_max_seconds=long_poll_max, heartbeat_interval_seconds=heartbeat_interval,
                        stale_after_seconds=stale_after, trace_context=trace_context)
-    try:
-        server.start()
-        say(f"Durable Workflow dev server listening on {server.url} (db={db}, "
-            f"namespaces={','.join(server.config.namespaces)})")
-        say(f"Web UI: {server.url}/ui/")
-        while not stop.wait(0.5):
-            pass
-        say("dev server stopping")
-    finally:
-        server.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with until_stop_signal() as wait_for_signal:
+        try:
+            server.start()
+            say(f"Durable Workflow dev server listening on {server.url} (db={db}, "
+                f"namespaces={','.join(server.config.namespaces)})")
+            say(f"Web UI: {server.url}/ui/")
+            wait_for_signal()
+            say("dev server stopping")
+        finally:
+            server.stop()

@@ -9,12 +9,13 @@ never woken to look at flags (``bench/idle_cpu.py`` counts its wake-ups); under 
 
 from __future__ import annotations
 
+import contextlib
 import select
 import signal
 import socket
-from typing import Optional
+from typing import Any, Callable, Iterator, List, Optional, Sequence
 
-__all__ = ["Wakeup"]
+__all__ = ["Wakeup", "until_stop_signal"]
 
 #: Outside the main thread ``set_wakeup_fd`` is refused: look every 0.1 s instead.
 _FALLBACK_SECONDS = 0.1
@@ -59,3 +60,35 @@ class Wakeup:
                 pass
         self._read.close()
         self._write.close()
+
+
+@contextlib.contextmanager
+def until_stop_signal(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[Callable[[], None]]:
+    """Install handlers for ``signals`` (the previous ones are put back on exit) and yield a
+    ``wait()`` that sleeps until one of them arrives: what a foreground server (``sync-worker
+    devserver``, ``manage.py durable_devserver``) runs on its main thread.
+
+    The handlers only set a plain flag and write to the :class:`Wakeup`: a handler that set a
+    ``threading.Event`` could deadlock, because it runs on the main thread between two bytecodes,
+    possibly while that thread holds the event's own lock inside ``Event.wait`` (seen as a dev
+    server that ignored SIGTERM on a loaded machine).
+    """
+    wakeup = Wakeup()
+    received: List[int] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        received.append(signum)
+        wakeup.notify()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in signals}
+
+    def wait() -> None:
+        while not received:
+            wakeup.wait()
+
+    try:
+        yield wait
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        wakeup.close()

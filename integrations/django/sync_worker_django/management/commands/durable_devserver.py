@@ -9,14 +9,13 @@ SIGINT/SIGTERM. For development and tests only; production points at the real se
 
 from __future__ import annotations
 
-import signal
-import threading
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from django.core.management.base import BaseCommand, CommandParser
 
 from sync_worker.devserver import DevServer
+from sync_worker.host.wakeup import until_stop_signal
 
 from ...conf import raw_settings
 
@@ -37,22 +36,14 @@ class Command(BaseCommand):
         port_option: Optional[int] = options.get("port")
         port = port_option if port_option is not None else (url.port or 7233)
         namespace = str(raw.get("NAMESPACE") or "default")
-        stop = threading.Event()
-
-        def on_signal(signum: int, frame: Any) -> None:  # handlers only set a flag
-            stop.set()
-
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         server = DevServer(port=port, db=options["db"], token=raw.get("TOKEN"), namespaces=(namespace,), host=host,
                            worker_token=raw.get("WORKER_TOKEN"), control_token=raw.get("CONTROL_TOKEN"))
-        try:
-            server.start()
-            self.stdout.write(f"Durable Workflow dev server listening on {server.url} (db={options['db']}, "
-                              f"namespace={namespace})")
-            self.stdout.flush()
-            while not stop.wait(0.5):
-                pass
-        finally:
-            server.stop()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        with until_stop_signal() as wait_for_signal:  # handlers that never take a lock (see its docstring)
+            try:
+                server.start()
+                self.stdout.write(f"Durable Workflow dev server listening on {server.url} (db={options['db']}, "
+                                  f"namespace={namespace})")
+                self.stdout.flush()
+                wait_for_signal()
+            finally:
+                server.stop()
