@@ -12,6 +12,7 @@ server's ``UpdateRejected`` record. Both histories replay byte-equal cold and st
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, Dict, List, Tuple
 
 import pytest
@@ -53,6 +54,13 @@ def _sdk_client_verdict(url: str, workflow_id: str) -> Tuple[str, str, Any]:
 
 def _scenario(client: Client, queue: str) -> Outcome:
     handle = client.start_workflow("interop.validators.cart", task_queue=queue)
+    # Both workers get the same order: the first workflow task has opened the wait before the first
+    # update lands (otherwise a fast first task records ConditionWaitOpened before UpdateAccepted and a
+    # slow one after it -- both legitimate, but the shapes would then differ by timing, not by worker).
+    deadline = time.monotonic() + 30
+    while not any(e["event_type"] == "ConditionWaitOpened" for e in history(client, handle.workflow_id)):
+        assert time.monotonic() < deadline, "the cart workflow never opened its wait"
+        time.sleep(0.01)
     verdicts: List[Any] = []
     for name, args, request_id in _REQUESTS:
         if name == "checkout":
