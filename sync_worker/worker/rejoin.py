@@ -9,6 +9,10 @@ registers the worker again, once for all its pollers (a generation counter: a po
 before another one re-registered does not register a second time); the refused poll counts as an
 empty one and the pollers carry on. A failed re-registration raises to the caller, whose usual
 back-off repeats it.
+
+Once the worker starts to deregister (:meth:`Rejoin.close`), nothing registers it again: a poll or
+heartbeat refused after that (one that raced the deregistration) counts as empty. Otherwise such a
+late refusal would bring the registration back to ``active`` after a clean shutdown.
 """
 
 from __future__ import annotations
@@ -41,6 +45,13 @@ class Rejoin:
         self._lock = threading.Lock()
         #: How many times the worker registered again (also what a refused call compares against).
         self.generation = 0
+        self._closed = False
+
+    def close(self) -> None:
+        """No registering again from now on; waits for a re-registration under way to finish (so
+        the deregistration that follows sees its token)."""
+        with self._lock:
+            self._closed = True
 
     def guard(self, call: Callable[..., T]) -> Callable[..., Optional[T]]:
         """``call``, registering again (and answering None) when the server forgot the worker."""
@@ -59,6 +70,10 @@ class Rejoin:
         with self._lock:
             if self.generation != seen:
                 return  # another poller registered the worker again meanwhile
+            if self._closed:
+                logger.debug("worker %s is deregistering: a late worker_not_registered refusal is ignored",
+                             self.registrar.worker_id)
+                return
             worker_id = self.registrar.worker_id
             logger.warning("the server no longer knows worker %s (worker_not_registered: its registration was "
                            "removed); registering it again on task queue %r", worker_id, self.registrar.task_queue)

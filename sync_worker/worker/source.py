@@ -154,6 +154,7 @@ class DurableWorkflowSource:
     def close(self, *, clean: bool, deadline: float) -> None:
         if not clean:
             return
+        self.rejoin.close()  # a refusal racing the deregistration must not register the worker again
         if self.sessions is not None:  # §3.4: close every active session before deregistering
             self.sessions.close_all(deadline=deadline)
         receipt = deregister(self.client, worker_id=self.worker_id,

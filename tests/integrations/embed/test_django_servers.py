@@ -79,4 +79,6 @@ def test_django_project_runs_embedded_workers_from_its_settings(worker_class: st
 
         server.signal(signal.SIGTERM)
         assert server.wait(30) == 0
-        assert {w["status"] for q in (queue, f"{queue}-mail") for w in registrations(client, q)} == {"deregistered"}
+        left = [(w["worker_id"], w["status"], (w.get("process_metrics") or {}).get("process_id"))
+                for q in (queue, f"{queue}-mail") for w in registrations(client, q)]
+        assert {status for _, status, _ in left} == {"deregistered"}, (left, server.log()[-5000:])
