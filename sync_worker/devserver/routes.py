@@ -334,7 +334,7 @@ def _history(r: Routes, req: Request) -> Tuple[int, Any]:
                 break
             engine.await_events(body["run_id"], remaining)
         events = body["events"]
-        if not events or body.get("next_page_token") or _settled(engine, body["run_id"], events[0], deadline, req):
+        if not events or body.get("next_page_token") or _settled(engine, body["run_id"], events[0], deadline):
             return status, body
         return read()  # the same page (same token), with what the run recorded meanwhile
 
@@ -349,10 +349,10 @@ def _history(r: Routes, req: Request) -> Tuple[int, Any]:
 HISTORY_SETTLE_SECONDS = 0.05
 
 
-def _settled(engine: Engine, run_id: str, first: Dict[str, Any], deadline: float, req: Request) -> bool:
+def _settled(engine: Engine, run_id: str, first: Dict[str, Any], deadline: float) -> bool:
     """Hold a history wait that has new events while its run is open, for at most
     :data:`HISTORY_SETTLE_SECONDS` after ``first`` (its first new event) was recorded, the wait's
-    deadline, the server's stop or the client's leaving. ``True``: it did not wait (the run is closed,
+    deadline or the server's stop. ``True``: it did not wait (the run is closed,
     or the event is old enough), so the read stands. Called holding the engine lock, which the waits
     release: an append happens under that lock, so none falls between a check and the next wait."""
     run = engine.get_run(run_id)
@@ -363,11 +363,11 @@ def _settled(engine: Engine, run_id: str, first: Dict[str, Any], deadline: float
     if hold <= 0:
         return True
     until = min(deadline, time.monotonic() + min(hold, HISTORY_SETTLE_SECONDS))
-    while True:
+    while True:  # (a client that left is noticed when the answer is written: the hold is short)
         remaining = until - time.monotonic()
-        if remaining <= 0 or engine.stopping or not req.client_connected():
+        if remaining <= 0 or engine.stopping:
             return False
-        engine.await_events(run_id, remaining)
+        engine.await_events(run_id, remaining, closing_only=True)
         run = engine.get_run(run_id)
         if run is None or run["status"] in TERMINAL_STATUSES:
             return False
