@@ -190,6 +190,23 @@ class WorkflowsMixin(ClientBase):
         workflow_id = handle if isinstance(handle, str) else handle.workflow_id
         deadline = None if timeout is None else time.monotonic() + timeout
         follow = self.result_waits_on_history  # wait on the run's history between describes
+        known = run_id or (None if isinstance(handle, str) else handle.run_id)
+        if follow and known:
+            # A run we know (the start's): wait on its history at once, without a describe first. Its
+            # closing event answers; a continue-as-new, the deadline or a refused wait goes on as below
+            # (describe, then the newest run). A refusal here (a run the server does not know: 404)
+            # is the describe's to report, so it does not turn the wait off.
+            try:
+                closing, codec = self._follow_history(workflow_id, known, deadline, poll_interval, cancel)
+            except errors.ServerError as exc:
+                follow = exc.status is None or not 400 <= exc.status < 500 or exc.status == 404
+            except errors.TransportError:
+                pass
+            else:
+                if closing and codec:  # the run's codec, from its WorkflowStarted event (else: describe)
+                    found, value = _outcome_of(workflow_id, closing, codec)
+                    if found:
+                        return value
         while True:
             execution = self.describe_workflow(workflow_id, run_id)
             if execution.is_terminal and execution.run_id:
@@ -209,7 +226,8 @@ class WorkflowsMixin(ClientBase):
                 )
             if follow and execution.run_id:
                 try:
-                    closing = self._follow_history(workflow_id, execution.run_id, deadline, poll_interval, cancel)
+                    closing, _ = self._follow_history(workflow_id, execution.run_id, deadline, poll_interval,
+                                                      cancel)
                 except (errors.TransportError, errors.ServerError) as exc:
                     # A server that refuses the wait (4xx) is polled by describe from now on; a failed
                     # wait (a timeout at the deadline, an outage) goes back to describe after the
@@ -230,9 +248,10 @@ class WorkflowsMixin(ClientBase):
                 time.sleep(wait)
 
     def _follow_history(self, workflow_id: str, run_id: str, deadline: Optional[float], poll_interval: float,
-                        cancel: Optional[CancelToken]) -> Optional[List[Dict[str, Any]]]:
+                        cancel: Optional[CancelToken]) -> Tuple[Optional[List[Dict[str, Any]]], Optional[str]]:
         """Read the run's history with ``wait_new_event`` until it holds a closing event; return the
-        events from the first closing one on (``None``: the deadline came first).
+        events from the first closing one on (``None``: the deadline came first), and the run's payload
+        codec as its ``WorkflowStarted`` event records it (``None``: not seen).
 
         The history route's ``wait_new_event`` holds the read until an event after
         ``next_page_token`` exists (server HistoryController::show through LongPoller::until; the
@@ -241,12 +260,13 @@ class WorkflowsMixin(ClientBase):
         that answers at once with nothing new (no wait support) is read every ``poll_interval``.
         """
         last = 0
+        codec: Optional[str] = None
         token: Optional[str] = None
         path = f"/workflows/{segment(workflow_id)}/runs/{segment(run_id)}/history"
         while True:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                return None
+                return None, codec
             page = body_of(self._call(
                 "control", "GET", path, route="/workflows/{id}/runs/{runId}/history",
                 params={"wait_new_event": "1", "page_size": 1000, "next_page_token": token},
@@ -255,8 +275,11 @@ class WorkflowsMixin(ClientBase):
             fresh = [event for event in page.get("events") or () if isinstance(event, dict)
                      and isinstance(event.get("sequence"), int) and event["sequence"] > last]
             for index, event in enumerate(fresh):
-                if (event.get("event_type") or event.get("type")) in _CLOSING_EVENTS:
-                    return fresh[index:]
+                kind = event.get("event_type") or event.get("type")
+                if kind in _CLOSING_EVENTS:
+                    return fresh[index:], codec
+                if kind == "WorkflowStarted":
+                    codec = opt_str((mapping(event.get("payload")) or {}).get("payload_codec")) or codec
             if fresh:
                 last = fresh[-1]["sequence"]
             more = page.get("next_page_token")

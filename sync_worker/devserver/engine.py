@@ -22,6 +22,10 @@ from .util import TERMINAL_STATUSES, ApiError, iso, ordered_id
 
 log = logging.getLogger("sync_worker.devserver")
 
+#: The events that close a run (a history read holding new events waits only for one of these).
+CLOSING_EVENTS = frozenset({"WorkflowCompleted", "WorkflowFailed", "WorkflowCancelled", "WorkflowTerminated",
+                            "WorkflowTimedOut", "WorkflowContinuedAsNew"})
+
 #: How many polls' leases :meth:`Engine.remember_poll` keeps.
 _POLL_RECORDS = 20000
 
@@ -111,7 +115,7 @@ class Engine:
         #: Task types queued where no registered worker takes them (logged once each).
         self.stranded = StrandedTypes()
         self._conditions: Dict[Tuple[str, str, str], QueueWaiters] = {}
-        #: run id -> (condition, readers waiting) for history reads with ``wait_new_event`` (:meth:`await_events`)
+        #: run id -> [condition, readers waiting, of which waiting for a closing event] (:meth:`await_events`)
         self._history_waits: Dict[str, List[Any]] = {}
         self._last_order: Optional[int] = None  # the newest run's created_order, read once from the store
         #: ``(namespace, kind, poll_request_id)`` -> ``(task_id, attempt)`` the poll leased (see :meth:`remember_poll`)
@@ -192,21 +196,24 @@ class Engine:
         with self.lock:
             for found in self._conditions.values():
                 found.cond.notify_all()
-            for cond, _ in self._history_waits.values():
-                cond.notify_all()
+            for entry in self._history_waits.values():
+                entry[0].notify_all()
 
-    def await_events(self, run_id: str, timeout: float) -> None:
+    def await_events(self, run_id: str, timeout: float, closing_only: bool = False) -> None:
         """Wait (holding the engine lock) until an event is appended to ``run_id``'s history, at most
-        ``timeout`` seconds: the history route's ``wait_new_event`` long poll."""
+        ``timeout`` seconds: the history route's ``wait_new_event`` long poll. ``closing_only``: woken
+        only by an event that closes the run (a read that already holds new events)."""
         with self.lock:
             entry = self._history_waits.get(run_id)
             if entry is None:
-                entry = self._history_waits[run_id] = [threading.Condition(self.lock), 0]
+                entry = self._history_waits[run_id] = [threading.Condition(self.lock), 0, 0]
             entry[1] += 1
+            entry[2] += closing_only
             try:
                 entry[0].wait(timeout)
             finally:
                 entry[1] -= 1
+                entry[2] -= closing_only
                 if not entry[1]:
                     del self._history_waits[run_id]
 
@@ -345,7 +352,8 @@ class Engine:
                       "recorded_at": iso(self.now()), "payload": payload}
         self.store.add_event(run["run_id"], seq, event)
         waiting = self._history_waits.get(run["run_id"])
-        if waiting is not None:  # a history read waits for this run's next event (wait_new_event)
+        if waiting is not None and (waiting[2] < waiting[1] or event_type in CLOSING_EVENTS):
+            # a history read waits for this run's next event (wait_new_event), or for its close
             with self.lock:
                 waiting[0].notify_all()
         return event

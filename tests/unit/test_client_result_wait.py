@@ -124,3 +124,44 @@ def test_a_server_that_does_not_hold_the_read_is_read_every_poll_interval() -> N
     assert time.monotonic() - started < 2
     # paced: about one read per poll_interval, not a spin
     assert 3 <= len(responses.calls) <= 9
+
+
+def test_a_started_handle_waits_on_its_run_without_a_describe(dev_server: DevServer) -> None:
+    raw = Raw(dev_server.url)
+    metrics = Counting()
+    client = Client(dev_server.url, metrics=metrics, control_plane_transport="stdlib")
+    handle = client.start_workflow("t", task_queue="q", workflow_id="wf-known")
+
+    def finish() -> None:
+        task = raw.poll()
+        raw.complete(task, [{"type": "complete_workflow", "result": payloads.envelope("ok")}])
+
+    worker = threading.Thread(target=finish)
+    worker.start()
+    assert handle.result(poll_interval=20, timeout=15) == "ok"
+    worker.join(5)
+    assert metrics.routes.count("/workflows/{id}") == 0  # the start gave the run: no describe
+    assert 1 <= metrics.routes.count("/workflows/{id}/runs/{runId}/history") <= 3
+
+
+@responses.activate
+def test_a_known_run_that_continued_as_new_is_followed_by_describe() -> None:
+    client = Client(BASE, transport_retries=1, control_plane_transport="requests")
+    responses.get(f"{API}/workflows/wf1/runs/r1/history", json={"events": [
+        _event(1, "WorkflowStarted", {"payload_codec": "avro"}), _event(2, "WorkflowContinuedAsNew")]})
+    responses.get(f"{API}/workflows/wf1", json={"workflow_id": "wf1", "run_id": "r2", "status": "completed",
+                                                "output_envelope": payloads.envelope(9)})
+    assert client.get_result(client.get_workflow_handle("wf1", run_id="r1"), timeout=5) == 9
+    paths = [urlsplit(call.request.url).path for call in responses.calls]
+    assert paths == ["/api/workflows/wf1/runs/r1/history", "/api/workflows/wf1"]
+
+
+@responses.activate
+def test_a_known_run_the_server_does_not_know_is_reported_by_describe() -> None:
+    client = Client(BASE, transport_retries=1, control_plane_transport="requests")
+    responses.get(f"{API}/workflows/wf1/runs/r1/history", status=404,
+                  json={"reason": "run_not_found", "message": "Workflow run not found."})
+    responses.get(f"{API}/workflows/wf1", status=404,
+                  json={"reason": "workflow_not_found", "message": "Workflow not found."})
+    with pytest.raises(errors.ServerError):
+        client.get_result(client.get_workflow_handle("wf1", run_id="r1"), timeout=5)

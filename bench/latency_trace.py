@@ -1,0 +1,162 @@
+"""Where a serial start -> result goes: every server request of each serial one-activity workflow, timed.
+
+The processes are those of ``devserver_targets.py``'s latency part (a dev server pinned to one core,
+one worker process of ours, ``threads-p4``, and the client on the other core), with the server's
+request handler wrapped to note, per request, when its head was read, when its answer was sent and
+the handler thread's CPU time in between. Per workflow, each request in the chain is printed as
+``label arrive..sent (cpu)`` in ms after the client called ``start_workflow``, as medians over the
+timed workflows, plus the count of each kind of request per workflow.
+
+    python3 bench/latency_trace.py [--count 200] [--tree DIR] [--transport stdlib]
+
+``--tree DIR``: run every process on another tree's ``sync_worker`` (a baseline, as
+``devserver_targets.py --baseline``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Dict, List, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import devserver_throughput as bench  # noqa: E402
+
+
+def server_child(db: str, out: str) -> None:
+    bench._pin(bench.SERVER_CORE)
+    from sync_worker.devserver import DevServer, app
+
+    log: List[Tuple[str, str, int, int, float]] = []
+    original = app._Handler._dispatch
+
+    def traced(self: Any, method: str) -> None:
+        arrive, cpu = time.time_ns(), time.thread_time()
+        original(self, method)
+        log.append((method, self.path, arrive, time.time_ns(), time.thread_time() - cpu))
+
+    app._Handler._dispatch = traced  # type: ignore[method-assign]
+    profiles: List[Any] = []
+    if os.environ.get("LATENCY_TRACE_PROFILE"):  # each handler thread's CPU profile, merged at the end
+        import cProfile
+
+        handle_one = app._Handler.handle
+
+        def profiled(self: Any) -> None:
+            profile = cProfile.Profile(time.thread_time)
+            profiles.append(profile)
+            profile.runcall(handle_one, self)
+
+        app._Handler.handle = profiled  # type: ignore[method-assign]
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with DevServer(port=0, db=db) as server:
+        print(f"PORT {server.port}", flush=True)
+        stop.wait()
+    with open(out, "w") as handle:
+        json.dump(log, handle)
+    if profiles:
+        import pstats
+
+        stats = pstats.Stats(profiles[0])
+        for profile in profiles[1:]:
+            stats.add(profile)
+        stats.dump_stats(os.environ["LATENCY_TRACE_PROFILE"])
+
+
+def label(method: str, path: str) -> str:
+    path = path.split("?", 1)[0]
+    if path.startswith("/api/worker/"):
+        parts = path.split("/")
+        kind = "wft" if parts[3] == "workflow-tasks" else "act" if parts[3] == "activity-tasks" else parts[3]
+        return f"{kind}.{parts[-1]}"
+    if method == "POST" and path == "/api/workflows":
+        return "start"
+    if path.endswith("/history"):
+        return "history"
+    if method == "GET" and path.count("/") == 3:
+        return "describe"
+    return f"{method} {path}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=200)
+    parser.add_argument("--tree", default="")
+    parser.add_argument("--transport", default="stdlib")
+    args = parser.parse_args()
+    if args.tree:
+        os.environ["DEVSERVER_BENCH_TREE"] = args.tree
+        sys.path.insert(0, args.tree)
+    directory = f"/tmp/latency-trace-{os.getpid()}"
+    os.makedirs(directory, exist_ok=True)
+    db, out = os.path.join(directory, "trace.sqlite"), os.path.join(directory, "trace.json")
+    server = subprocess.Popen([sys.executable, __file__, "_server", db, out], stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    url = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
+    worker = subprocess.Popen([sys.executable, bench.__file__, "_worker", "threads-p4", url, "1"],
+                              preexec_fn=lambda: bench._pin(bench.WORKER_CORE))
+    bench._pin(bench.WORKER_CORE)
+    from sync_worker import Client
+
+    client = Client(url, control_plane_transport=args.transport)
+    windows: List[Tuple[int, int]] = []
+    try:
+        for n in range(args.count + 20):
+            t0 = time.time_ns()
+            handle = client.start_workflow(bench.FLOW_TYPE, task_queue=bench.QUEUE, workflow_id=f"lat-{n}")
+            handle.result(poll_interval=0.001, timeout=30)
+            if n >= 20:
+                windows.append((t0, time.time_ns()))
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(30)
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
+    with open(out) as handle:
+        log = json.load(handle)
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(db + suffix):
+            os.unlink(db + suffix)
+    os.unlink(out)
+    os.rmdir(directory)
+    steps: Dict[str, List[Tuple[float, float, float]]] = {}
+    counts: Dict[str, int] = {}
+    latencies = sorted((end - start) / 1e6 for start, end in windows)
+    for start, end in windows:
+        seen: Dict[str, int] = {}
+        for method, path, arrive, sent, cpu in sorted(log, key=lambda entry: entry[3]):
+            if not start <= sent <= end:
+                continue
+            name = label(method, path)
+            seen[name] = seen.get(name, 0) + 1
+            key = f"{name}#{seen[name]}"
+            steps.setdefault(key, []).append(((max(arrive, start) - start) / 1e6, (sent - start) / 1e6, cpu * 1e3))
+        for name, many in seen.items():
+            counts[name] = counts.get(name, 0) + many
+    print(f"{len(windows)} serial workflows: p50 {latencies[len(latencies) // 2]:.2f} ms, "
+          f"p90 {latencies[int(len(latencies) * 0.9)]:.2f} ms")
+    print("requests answered per workflow: " + ", ".join(
+        f"{name} {many / len(windows):.2f}" for name, many in sorted(counts.items())))
+    print("step (how many workflows had it): median ms after start, arrived..answered (handler thread CPU ms)")
+    for key, values in sorted(steps.items(), key=lambda item: statistics.median(v[1] for v in item[1])):
+        print(f"  {key:<16} ({len(values):>4}) {statistics.median(v[0] for v in values):6.2f} .. "
+              f"{statistics.median(v[1] for v in values):6.2f}  ({statistics.median(v[2] for v in values):.3f})")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_server":
+        tree = os.environ.get("DEVSERVER_BENCH_TREE")
+        if tree:
+            sys.path.insert(0, tree)
+        server_child(sys.argv[2], sys.argv[3])
+    else:
+        main()
