@@ -5,7 +5,8 @@ the worker in this process, threads pool, pinned beside the client, with three m
 workflow task: the dispatcher got the decoded poll answer (``dispatch``), the slot thread began
 ``run_workflow_task`` (``run``), and ``complete_workflow_task`` was called (``complete``, before
 the body is encoded), plus the time until that call returned (``sent``: encoding, the request and
-the server's answer), and the slot thread's CPU time from ``run`` to ``complete``. Prints medians in microseconds for the first (cold) and second (sticky)
+the server's answer), and the slot thread's CPU time from ``run`` to ``complete``.
+Prints medians in microseconds for the first (cold) and second (sticky)
 workflow task of each serial workflow.
 
     python3 bench/wft_turnaround.py [--count 300] [--tree DIR] [--profile FILE]
@@ -77,7 +78,6 @@ def main() -> None:
             value = yield ctx.schedule_activity(bench.NOOP_TYPE, [])
             return value
 
-    marks: Dict[str, List[int]] = {}
     per_run: Dict[str, List[Dict[str, int]]] = {}
     profiles: List[Any] = []
     dumped: List[Dict[str, Any]] = []
@@ -87,7 +87,7 @@ def main() -> None:
     def traced_workflow(self: Any, raw: Dict[str, Any], slot: Any) -> None:
         record = {"dispatch": time.perf_counter_ns()}
         per_run.setdefault(str(raw.get("workflow_run_id") or raw.get("run_id")), []).append(record)
-        raw["__wft_record"] = record  # noqa: B909 (removed again before the task runs)
+        raw["__wft_record"] = record  # (removed again before the task runs)
         original_workflow(self, raw, slot)
 
     def traced_run(*, client: Any, task: Any, **kwargs: Any) -> str:
@@ -142,15 +142,17 @@ def main() -> None:
     os.rmdir(directory)
     runs = [records for records in per_run.values() if len(records) == 2 and all("sent" in r for r in records)][20:]
     print(f"{len(runs)} serial workflows, worker time per workflow task (median us)")
-    print(f"{'task':<8} {'dispatch->run':>14} {'run->complete':>14} {'dispatch->complete':>19} {'complete->answered':>19} {'run->complete CPU':>18}")
+    print(f"{'task':<8} {'dispatch->run':>14} {'run->complete':>14} {'dispatch->complete':>19} "
+          f"{'complete->answered':>19} {'run->complete CPU':>18}")
     for index, name in ((0, "first"), (1, "second")):
         rows = [records[index] for records in runs]
 
-        def med(a: str, b: str) -> float:
+        def med(a: str, b: str, rows: List[Dict[str, int]] = rows) -> float:
             return statistics.median((r[b] - r[a]) / 1e3 for r in rows)
 
         print(f"{name:<8} {med('dispatch', 'run'):14.1f} {med('run', 'complete'):14.1f} "
-              f"{med('dispatch', 'complete'):19.1f} {med('complete', 'sent'):19.1f} {med('run_cpu', 'complete_cpu'):18.1f}")
+              f"{med('dispatch', 'complete'):19.1f} {med('complete', 'sent'):19.1f} "
+              f"{med('run_cpu', 'complete_cpu'):18.1f}")
     if args.dump:
         import json
 

@@ -41,7 +41,7 @@ def _is_async(target: Any) -> bool:
 
 
 #: the ``run`` each class was last found valid with (a replay checks its class per task)
-_VALID_RUN: "weakref.WeakKeyDictionary[type, Any]" = weakref.WeakKeyDictionary()
+_VALID_RUN: weakref.WeakKeyDictionary[type, Any] = weakref.WeakKeyDictionary()
 
 
 def validate_entrypoint(cls: type) -> None:
