@@ -48,6 +48,8 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=300)
     parser.add_argument("--tree", default="")
     parser.add_argument("--profile", default="")
+    parser.add_argument("--yield-after-dispatch", action="store_true",
+                        help="experiment: the poller thread yields (sleep(0)) after handing a workflow task over")
     parser.add_argument("--dump", default="", help="write the workflow tasks received (JSON list) to this file")
     args = parser.parse_args()
     if args.tree:
@@ -89,6 +91,8 @@ def main() -> None:
         per_run.setdefault(str(raw.get("workflow_run_id") or raw.get("run_id")), []).append(record)
         raw["__wft_record"] = record  # (removed again before the task runs)
         original_workflow(self, raw, slot)
+        if args.yield_after_dispatch:
+            time.sleep(0)
 
     def traced_run(*, client: Any, task: Any, **kwargs: Any) -> str:
         record = task.raw.pop("__wft_record", None) if isinstance(task.raw, dict) else None
