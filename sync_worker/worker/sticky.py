@@ -74,9 +74,13 @@ class CachedRun:
     expires_at: float = 0.0
 
 
+#: ``json.dumps(..., separators=(",", ":"), default=str)`` without building an encoder per call
+_SIZE_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
+
+
 def _encoded_size(events: List[Dict[str, Any]]) -> int:
     try:
-        return len(json.dumps(events, separators=(",", ":"), default=str))
+        return len(_SIZE_ENCODER.encode(events))
     except (TypeError, ValueError):
         return 512 * len(events)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import traceback
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import LocalActivityExecutionAborted, PayloadError, ServerError, WorkerShutdown
 from ..interceptors import QueryTaskInterceptorContext, WorkerInterceptor, WorkflowTaskInterceptorContext
@@ -131,7 +131,11 @@ def run_workflow_task(
     is resumed when continuity is proved, and kept again after a delivered outcome.
     """
     task_id, attempt, cancel = task.task_id, task.attempt, inflight.cancel
-    deadline = lease_deadline(task.raw)
+
+    def window(at: float) -> Tuple[float, str]:
+        """Until when an outcome may land, as seen at ``at`` (worked out only if a first report fails)."""
+        return lease_deadline(task.raw, now=lambda: at), "its lease ends"
+
     run_id = task.run_id or task.workflow_id or task_id
     workflow_type = task.workflow_type
     if executor is None and hasattr(registry, "names") and registry.get(workflow_type) is None:
@@ -145,7 +149,7 @@ def run_workflow_task(
         try:
             deliver(lambda: client.fail_workflow_task(task_id, lease_owner=worker_id, workflow_task_attempt=attempt,
                                                       failure=failure, cancel=cancel),
-                    what=f"workflow task {task_id} failure report", deadline=deadline, cancel=cancel)
+                    what=f"workflow task {task_id} failure report", cancel=cancel, window=window)
         except WorkerShutdown:
             logger.warning("workflow task %s failure report interrupted by shutdown", task_id)
             return False
@@ -221,7 +225,7 @@ def run_workflow_task(
             task_id, lease_owner=worker_id, workflow_task_attempt=attempt, commands=commands, cancel=cancel,
             message_stream_cursors=list(getattr(outcome, "message_stream_cursors", None) or []),
             message_stream_waits=list(getattr(outcome, "message_stream_waits", None) or []), **extra),
-            what=f"workflow task {task_id} completion", deadline=deadline, cancel=cancel)
+            what=f"workflow task {task_id} completion", cancel=cancel, window=window)
         return "completed"
     except WorkerShutdown:
         drop()

@@ -91,7 +91,8 @@ class WorkflowContext:
         self._clock_error = clock_error
         self._cancel_requested = cancel_requested
         self._shield_depth = 0
-        self._rng = _random.Random(int(hashlib.sha256(run_id.encode()).hexdigest()[:16], 16))
+        # Seeded from the run id at its first use (most workflow tasks never draw from it).
+        self._rng: Optional[_random.Random] = None
         self._uuid7_counter = 0
         self.logger = ReplayLogger(_USER_LOGGER)
         # Message-stream state of this replay; the replayer feeds it from history.
@@ -144,10 +145,13 @@ class WorkflowContext:
         return self._start_time
 
     def random(self) -> _random.Random:
-        return self._rng
+        rng = self._rng
+        if rng is None:
+            rng = self._rng = _random.Random(int(hashlib.sha256(self._run_id.encode()).hexdigest()[:16], 16))
+        return rng
 
     def uuid4(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self._rng.getrandbits(128).to_bytes(16, "big"), version=4)
+        return uuid.UUID(bytes=self.random().getrandbits(128).to_bytes(16, "big"), version=4)
 
     def uuid7(self) -> uuid.UUID:
         millis = int(self.now().timestamp() * 1000)
@@ -155,7 +159,7 @@ class WorkflowContext:
             raise ValueError("ctx.uuid7() requires ctx.now() within the UUIDv7 timestamp range")
         counter = self._uuid7_counter & 0xFFF
         self._uuid7_counter += 1
-        tail = self._rng.getrandbits(62)
+        tail = self.random().getrandbits(62)
         return uuid.UUID(int=(millis << 80) | (0x7 << 76) | (counter << 64) | (0x2 << 62) | tail)
 
     # -- cancellation (as the SDK 2.12 exposes it without protocol-1.20 delivery: ``scopes``) ---

@@ -14,6 +14,7 @@ Two handlers of one kind with the same wire name raise ``DuplicateRegistrationEr
 from __future__ import annotations
 
 import inspect
+import weakref
 from typing import Any, Callable, Dict, Tuple, TypeVar
 
 from ..errors import DuplicateRegistrationError, InvalidWorkflowDefinition
@@ -39,9 +40,20 @@ def _is_async(target: Any) -> bool:
     return inspect.iscoroutinefunction(target) or inspect.isasyncgenfunction(target)
 
 
+#: the ``run`` each class was last found valid with (a replay checks its class per task)
+_VALID_RUN: weakref.WeakKeyDictionary[type, Any] = weakref.WeakKeyDictionary()
+
+
 def validate_entrypoint(cls: type) -> None:
-    """Refuse an ``async def run`` (or async generator) with a clear message."""
+    """Refuse an ``async def run`` (or async generator) with a clear message.
+
+    A class found valid is not checked again while its ``run`` is the same object."""
     run = getattr(cls, "run", None)
+    try:
+        if run is not None and _VALID_RUN.get(cls) is run:
+            return
+    except TypeError:  # a class that cannot be weakly referenced: checked each time
+        pass
     if run is None or not callable(run):
         raise InvalidWorkflowDefinition(f"workflow {cls.__qualname__} has no run(self, ctx, ...) method")
     if _is_async(run):
@@ -49,6 +61,10 @@ def validate_entrypoint(cls: type) -> None:
             f"unsupported_workflow_entrypoint: workflow {workflow_name(cls)!r} ({cls.__qualname__}.run) "
             "must be a plain function or a generator; yield durable commands instead of using async def."
         )
+    try:
+        _VALID_RUN[cls] = run
+    except TypeError:
+        pass
 
 
 def handler_registries(cls: type) -> Tuple[Dict[str, str], Dict[str, str], Dict[str, str], Dict[str, str]]:

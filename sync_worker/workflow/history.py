@@ -139,6 +139,8 @@ def event_payload(event: Mapping[str, Any]) -> Dict[str, Any]:
 
 def sequence_of(payload: Mapping[str, Any]) -> Optional[int]:
     value = payload.get("sequence") or payload.get("workflow_sequence")
+    if type(value) is int:  # (the common case; a bool is not exactly an int)
+        return value
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

@@ -271,10 +271,16 @@ class _Replay(ConditionWaits, RecordedWaits, VersionMarkers, Selections):
             signature = _run_signature(self.instance.run)
         except (TypeError, ValueError):
             raise WorkflowEntryArgumentsMismatchError(name, "signature_unavailable") from None
-        try:
-            signature.bind(self.ctx, *self.start_input)
-        except TypeError:
-            raise WorkflowEntryArgumentsMismatchError(name, "argument_binding_failed") from None
+        # Positional arguments bind by count alone: a count that bound once for this function binds again.
+        function = getattr(self.instance.run, "__func__", None)
+        counts = _BOUND_COUNTS.get(function) if function is not None else None
+        if counts is None or len(self.start_input) not in counts:
+            try:
+                signature.bind(self.ctx, *self.start_input)
+            except TypeError:
+                raise WorkflowEntryArgumentsMismatchError(name, "argument_binding_failed") from None
+            if function is not None:
+                _BOUND_COUNTS.setdefault(function, set()).add(len(self.start_input))
         try:
             return self.result(self.drive())
         except NonDeterministicReplayError as error:
@@ -515,6 +521,10 @@ def replay(
 
 #: ``run``'s signature per workflow class's function (computed once, not on every replay)
 _SIGNATURES: weakref.WeakKeyDictionary[Any, inspect.Signature] = weakref.WeakKeyDictionary()
+
+
+#: the start-input lengths ``run``'s signature was seen to bind, per workflow class's function
+_BOUND_COUNTS: weakref.WeakKeyDictionary[Any, Set[int]] = weakref.WeakKeyDictionary()
 
 
 def _run_signature(run: Any) -> inspect.Signature:
