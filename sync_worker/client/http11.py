@@ -110,11 +110,12 @@ class Response:
             self._length = 0
         elif not self._chunked and b"content-length" in fields:
             value = fields[b"content-length"]
-            if value.find(b",") >= 0:  # repeated copies (joined by _keep) must agree
-                values = {v.strip() for v in value.split(b",")}
-                value = values.pop() if len(values) == 1 else b""
             if not value.isdigit():
-                raise http.client.HTTPException("invalid Content-Length")
+                if value.find(b",") >= 0:  # repeated copies (joined by _keep) must agree
+                    values = {v.strip() for v in value.split(b",")}
+                    value = values.pop() if len(values) == 1 else b""
+                if not value.isdigit():
+                    raise http.client.HTTPException("invalid Content-Length")
             self._length = int(value)
             self.content_length = value.decode("ascii")
         elif not self._chunked:
