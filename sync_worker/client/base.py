@@ -101,6 +101,8 @@ class ClientBase:
         self.max_connections = int(max_connections) if max_connections else 64
         self.transport_retries = max(1, int(transport_retries))
         self.verify = verify
+        self._offload: Optional[PayloadOffload] = None
+        self._layered = False  # metrics or external storage wrap each request (kept by their setters)
         self.metrics = metrics  # a MetricsRecorder (increment/record), as the published SDK takes
         if tls_context is not None and not isinstance(tls_context, ssl.SSLContext):
             raise TypeError(f"tls_context must be an ssl.SSLContext, not {type(tls_context).__name__}")
@@ -128,7 +130,6 @@ class ClientBase:
         )
         self._cluster_info: Optional[Dict[str, Any]] = None
         self._cluster_lock = threading.Lock()
-        self._offload: Optional[PayloadOffload] = None
         self._trace_context_probe_failed_at: Optional[float] = None
         self.configure_external_storage(external_storage, external_storage_threshold_bytes, external_storage_cache)
 
@@ -147,6 +148,17 @@ class ClientBase:
             self._offload = None
         else:
             self._offload = PayloadOffload(driver, threshold_bytes, cache)
+        self._layered = self._offload is not None or self._metrics is not None
+
+    @property
+    def metrics(self) -> Any:
+        """The ``MetricsRecorder`` every request is counted and timed with (``None``: not measured)."""
+        return self._metrics
+
+    @metrics.setter
+    def metrics(self, recorder: Any) -> None:
+        self._metrics = recorder
+        self._layered = self._offload is not None or recorder is not None
 
     @property
     def external_storage(self) -> Any:
@@ -257,66 +269,61 @@ class ClientBase:
         poll: bool = False,
         raw: bool = False,
     ) -> Any:
-        offload = None if raw else self._offload
-        if offload is None:
-            return self._call_plain(plane, method, path, route=route, body=body, params=params, retry=retry,
-                                    read_timeout=read_timeout, cancel=cancel, operation=operation, poll=poll)
-        # docs/external-storage.md: large blobs leave as references, references come back as blobs
-        answer = self._call_plain(plane, method, path, route=route, body=offload.outbound(body), params=params,
-                                  retry=retry, read_timeout=read_timeout, cancel=cancel, operation=operation,
-                                  poll=poll)
-        return offload.inbound(answer, defer_errors=plane == "worker")
+        """The one request path: the plane's headers, then one transport request.
 
-    def _call_plain(
-        self,
-        plane: str,
-        method: str,
-        path: str,
-        *,
-        route: str,
-        body: Any,
-        params: Optional[Mapping[str, Any]],
-        retry: RetryMode,
-        read_timeout: Optional[float],
-        cancel: Optional[CancelToken],
-        operation: str,
-        poll: bool,
-    ) -> Any:
+        External storage (``raw`` leaves it out) and metrics wrap the request only when one of
+        them is configured: ``_layered`` is decided when they are set, so a client with neither
+        (every worker by default: a poll and a report per task) pays one flag test for them.
+        """
         if plane == "worker":
             headers = self._worker_headers()
             if poll:
                 headers["Accept"] = POLL_ACCEPT
-        elif plane == "control":
-            headers = self._control_headers()
-        else:  # discovery: prefer the worker credential, as the contract says
-            headers = self._worker_headers() if self.worker_token else self._control_headers()
-        clean_params = ({k: v for k, v in params.items() if v is not None} or None) if params else None
-        # Both planes go on the stdlib socket pool unless asked otherwise (requests: what
-        # requests-level mocking sees).
-        direct = (self.worker_plane_transport if plane == "worker" else self.control_plane_transport) == "stdlib"
-        if self.metrics is None:
-            return self._transport.request(
-                method, "/api" + path, route=route, headers=headers, json_body=body, params=clean_params,
-                read_timeout=read_timeout, retry=retry, cancel=cancel, operation=operation, poll=poll,
-                direct=direct,
-            ).body
-        started, status, outcome = time.perf_counter(), "", "pending"
+            # Both planes go on the stdlib socket pool unless asked otherwise (requests: what
+            # requests-level mocking sees).
+            direct = self.worker_plane_transport == "stdlib"
+        else:
+            # discovery prefers the worker credential, as the contract says
+            headers = (self._worker_headers() if plane != "control" and self.worker_token
+                       else self._control_headers())
+            direct = self.control_plane_transport == "stdlib"
+        if params:
+            params = {k: v for k, v in params.items() if v is not None} or None
+        layered = self._layered
+        offload = metrics = None
+        started = 0.0
+        if layered:
+            offload = None if raw else self._offload
+            if offload is not None:  # docs/external-storage.md: large blobs leave as references
+                body = offload.outbound(body)
+            metrics = self._metrics
+            started = time.perf_counter()
         try:
             response = self._transport.request(
-                method, "/api" + path, route=route, headers=headers, json_body=body, params=clean_params,
+                method, "/api" + path, route=route, headers=headers, json_body=body, params=params,
                 read_timeout=read_timeout, retry=retry, cancel=cancel, operation=operation, poll=poll,
                 direct=direct,
             )
-            status, outcome = str(response.status), "ok"
-            return response.body
-        except Exception as exc:
-            status, outcome = str(getattr(exc, "status", "") or ""), type(exc).__name__
+        except BaseException as exc:
+            if metrics is not None:
+                failed = isinstance(exc, Exception)
+                self._record(metrics, method, route, plane, str(getattr(exc, "status", "") or "") if failed else "",
+                             type(exc).__name__ if failed else "pending", started)
             raise
-        finally:
-            tags = {"method": method.upper(), "route": route, "plane": plane, "status_code": status,
-                    "outcome": outcome}
-            self.metrics.increment(CLIENT_REQUESTS, tags=tags)
-            self.metrics.record(CLIENT_REQUEST_DURATION_SECONDS, time.perf_counter() - started, tags=tags)
+        if not layered:
+            return response.body
+        if metrics is not None:
+            self._record(metrics, method, route, plane, str(response.status), "ok", started)
+        if offload is None:
+            return response.body
+        return offload.inbound(response.body, defer_errors=plane == "worker")  # references come back as blobs
+
+    @staticmethod
+    def _record(metrics: Any, method: str, route: str, plane: str, status: str, outcome: str,
+                started: float) -> None:
+        tags = {"method": method.upper(), "route": route, "plane": plane, "status_code": status, "outcome": outcome}
+        metrics.increment(CLIENT_REQUESTS, tags=tags)
+        metrics.record(CLIENT_REQUEST_DURATION_SECONDS, time.perf_counter() - started, tags=tags)
 
     def request(self, method: str, path: str, *, body: Any = None, params: Optional[Mapping[str, Any]] = None,
                 retry: RetryMode = RetryMode.CONNECT_ONLY, operation: str = "") -> Any:

@@ -17,7 +17,7 @@ from ..cancel import CancelToken
 from ..protocol import routes
 from .base import PROTOCOL_VERSION, ClientBase, segment
 from .negotiation import compatibility_problems
-from .transport import POLL_ACCEPT, RetryMode
+from .transport import RetryMode
 
 MAX_POLL_SECONDS = 60
 
@@ -407,7 +407,8 @@ class WorkerPlane(ClientBase):
         return body
 
     def _poll(self, path: str, body: Dict[str, Any], cancel: Optional[CancelToken]) -> Optional[Dict[str, Any]]:
-        response = self._worker_post(path, path, path, body, cancel, poll_read_timeout(body["timeout_seconds"]))
+        response = self._call("worker", "POST", path, route=path, body=body, cancel=cancel, operation=path,
+                              poll=True, read_timeout=poll_read_timeout(body["timeout_seconds"]))
         if not isinstance(response, dict):
             # An empty (or non-object) 200 is not an empty poll: an empty poll says {"task": null}.
             raise errors.ServerError(200, {"reason": "empty_poll_response" if response is None
@@ -435,24 +436,8 @@ class WorkerPlane(ClientBase):
             if self._offload is not None:  # large payloads leave first: the bound measures what is sent
                 body = self._offload.outbound(body)
             body = bound_request(path, body, limit_bytes=self.failure_report_limit())
-        response = self._worker_post(path, route, operation, body, cancel, None)
+        response = self._call("worker", "POST", path, route=route, body=body, cancel=cancel, operation=operation)
         return response if isinstance(response, dict) else {}
-
-    def _worker_post(self, path: str, route: str, operation: str, body: Dict[str, Any],
-                     cancel: Optional[CancelToken], poll_timeout: Optional[float]) -> Any:
-        """A poll (``poll_timeout`` its read timeout) or a task report: the hot calls. On the default
-        stdlib pool, with no external storage and no metrics, they go straight to the transport
-        (the same headers, retries, deadlines, cancellation and typed errors as ``_call``)."""
-        if self._offload is not None or self.metrics is not None or self.worker_plane_transport != "stdlib":
-            return self._call("worker", "POST", path, route=route, body=body, cancel=cancel, operation=operation,
-                              poll=poll_timeout is not None, read_timeout=poll_timeout)
-        headers = self._worker_headers()
-        if poll_timeout is not None:
-            headers["Accept"] = POLL_ACCEPT
-        return self._transport.request(
-            "POST", "/api" + path, route=route, headers=headers, json_body=body, read_timeout=poll_timeout,
-            retry=RetryMode.SAFE, cancel=cancel, operation=operation, poll=poll_timeout is not None, direct=True,
-        ).body
 
 
 def _json_view(value: Any) -> Any:

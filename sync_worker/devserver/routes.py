@@ -303,14 +303,15 @@ def _describe_run(r: Routes, req: Request) -> Tuple[int, Any]:
 HISTORY_WAIT_SECONDS = 30.0
 
 
-def _wait_new_event(value: Any) -> bool:
-    """The query's ``wait_new_event``: the real server validates it ``['nullable', 'boolean']`` (Laravel's
-    rule: ``1``, ``0``, ``true``/``false`` as JSON, never the words in a query string), so ``?wait_new_event=false``
-    is a 422 there and here."""
-    if value is None or value == "":
+def _wait_new_event(value: Optional[str]) -> bool:
+    """The query's ``wait_new_event``: the real server validates it ``['nullable', 'boolean']``. Laravel's
+    rule takes ``true``/``false``/``1``/``0`` as typed values and the strings ``"1"``/``"0"``; a query
+    string carries strings only, so ``"1"``/``"0"`` (or absent, or empty: null) pass and the words
+    ``true``/``false`` are a 422 there and here."""
+    if not value:
         return False
-    if value in ("1", "0", True, False, 1, 0):
-        return value in ("1", True, 1)
+    if value == "1" or value == "0":
+        return value == "1"
     message = "The wait new event field must be true or false."
     raise ApiError(422, "validation_failed", message, errors={"wait_new_event": [message]},
                    validation_errors={"wait_new_event": [message]})

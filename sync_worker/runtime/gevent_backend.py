@@ -19,6 +19,8 @@ import sysconfig
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from .context_local import ContextLocal
+
 __all__ = [
     "GeventBackend",
     "GeventNotPatched",
@@ -211,7 +213,6 @@ class GeventBackend:
         _warn_if_patched_late()
         import gevent
         import gevent.event
-        import gevent.local
         import gevent.lock
         import gevent.monkey
         import gevent.queue
@@ -222,7 +223,6 @@ class GeventBackend:
         self._lock_cls = gevent.lock.RLock
         self._semaphore_cls = gevent.lock.BoundedSemaphore
         self._queue_cls = gevent.queue.Queue
-        self._local_cls = gevent.local.local
         self._native_lock_factory = gevent.monkey.get_original("_thread", "allocate_lock")
 
     def spawn(self, name: str, target: Callable[[], None]) -> GreenletHandle:
@@ -259,7 +259,8 @@ class GeventBackend:
     monotonic = staticmethod(time.monotonic)
 
     def local(self) -> Any:
-        return self._local_cls()
+        """Per greenlet (and per OS thread), in a context variable: see :mod:`.context_local`."""
+        return ContextLocal()
 
     def native_lock(self) -> Any:
         # The original OS lock: status() must be readable from a real thread while the hub is stuck.

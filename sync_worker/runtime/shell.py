@@ -10,8 +10,9 @@ the shell owns everything around them, once:
   tick it instead) and fails the runtime as soon as a *critical* loop exits;
 * **tasks**: :meth:`RuntimeShell.spawn_task` runs one accepted task on the backend in its slot,
   tracked in the in-flight set, counted in the metrics, its slot released when it ends;
-* **stop** (from any thread, any number of times, one shared result): intake stops at once, the
-  intake loops are joined, accepted work drains until ``shutdown_timeout``; then the source
+* **stop** (from any thread, any number of times, one shared result): intake stops at once
+  (:meth:`RuntimeShell.stop_intake`, also on its own for a caller that stops later), the intake
+  loops are joined, accepted work drains until ``shutdown_timeout``; then the source
   winds down (heartbeats, keepers) and closes cleanly (deregister, withdraw) -- or, when work is
   still running or a cold stop was asked, the work is abandoned (killed where the backend can),
   handed back when the source can, and :class:`ShutdownIncomplete` is raised.
@@ -273,17 +274,27 @@ class RuntimeShell:
         self.stop_requested.set()
         self._wake.set()
 
-    def stop(self, *, cold: bool = False) -> None:
-        """Stop intake, drain accepted work, close the source. Repeated calls share one result."""
-        from .. import health
+    def stop_intake(self) -> None:
+        """Take no new task from now on, without draining or closing (any thread, idempotent): the
+        first half of :meth:`stop`, for a caller that stops later (a recycling prefork child).
 
+        The stop is marked before the source's intake stops, so an intake loop that ends because
+        of it is a planned exit: the supervisor never reports it as "the activity poller exited".
+        Then nobody waits at the admission gates any more and the source stops its intake.
+        """
         self.request_stop()
-        if cold:
-            self.cold.set()
         for gate in self._gates:
             gate.begin_drain()
         if self.source is not None:
             self.source.stop_intake()
+
+    def stop(self, *, cold: bool = False) -> None:
+        """Stop intake, drain accepted work, close the source. Repeated calls share one result."""
+        from .. import health
+
+        if cold:
+            self.cold.set()  # before the stop is marked: whoever sees the stop sees that it is cold
+        self.stop_intake()
         with self._lock:
             performer = not self._shutdown_started
             self._shutdown_started = True

@@ -28,6 +28,8 @@ def test_http_1_0_closes_unless_keep_alive() -> None:
     assert _read(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n")[3] is True
     assert _read(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n")[3] is False
     assert _read(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")[3] is True
+    assert _read(b"HTTP/1.1 200 OK\r\nConnection: Keep-Alive, Close\r\nContent-Length: 0\r\n\r\n")[3] is True
+    assert _read(b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n")[3] is False
 
 
 def test_body_without_framing_ends_with_the_connection() -> None:

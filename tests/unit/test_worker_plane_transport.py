@@ -314,8 +314,8 @@ def test_a_plain_socket_is_timed_by_the_kernel(serve: Serve) -> None:
 
 
 def test_polls_and_reports_send_the_same_with_or_without_metrics(serve: Serve) -> None:
-    """Without metrics (or external storage) a poll and a task report skip ``_call`` on the stdlib
-    pool; what reaches the server is the same as on the path that records metrics."""
+    """A poll and a task report send the same whether the client records metrics or not (one
+    request builder: metrics only wrap it)."""
     from sync_worker.runtime.metrics import CLIENT_REQUESTS, InMemoryMetrics
 
     def script(server: MisbehavingServer, conn: socket.socket, request: RawRequest) -> None:
@@ -335,3 +335,31 @@ def test_polls_and_reports_send_the_same_with_or_without_metrics(serve: Serve) -
     assert plain[0].headers["authorization"] == "Bearer tok"
     assert metrics.counter(CLIENT_REQUESTS, method="POST", route="/worker/activity-tasks/poll", plane="worker",
                            status_code="200", outcome="ok") == 1
+
+
+def test_metrics_set_after_construction_are_recorded_and_can_be_turned_off(serve: Serve) -> None:
+    """Whether metrics wrap a request is decided when they are set, not per request: a recorder
+    given to a built client counts its next requests (errors too), and ``None`` stops it."""
+    from sync_worker.runtime.metrics import CLIENT_REQUESTS, InMemoryMetrics
+
+    def script(server: MisbehavingServer, conn: socket.socket, request: RawRequest) -> None:
+        if request.path.endswith("/fail"):
+            json_response(server, conn, {"reason": "task_not_found"}, status=404)
+        else:
+            json_response(server, conn, {"task": None})
+
+    server = serve(script)
+    client = _client(server.url, "stdlib")
+    assert _poll(client) is None  # not measured: nothing to record into
+    metrics = InMemoryMetrics()
+    client.metrics = metrics
+    assert _poll(client) is None
+    with pytest.raises(errors.NotFound):
+        client.fail_activity_task("t-1", activity_attempt_id="a", lease_owner="w", failure={"message": "boom"})
+    client.metrics = None
+    assert _poll(client) is None
+    assert metrics.counter(CLIENT_REQUESTS, method="POST", route="/worker/activity-tasks/poll", plane="worker",
+                           status_code="200", outcome="ok") == 1
+    assert metrics.counter(CLIENT_REQUESTS, method="POST", route="/worker/activity-tasks/{taskId}/fail",
+                           plane="worker", status_code="404", outcome="NotFound") == 1
+    assert len(server.requests) == 4

@@ -68,17 +68,13 @@ def runtime_summary(runtime: Any) -> Dict[str, Any]:
 
 
 def _stop_intake(runtime: Any) -> None:
+    """Every member takes no new task from now on (the recycle; ``stop`` follows on another thread).
+    The shell marks its stop before the source's intake stops, so a poller that ends for that reason
+    is never reported as "the activity poller exited" (exit 1 instead of a recycle)."""
     for member in _members(runtime):
-        # The stop is requested first: a poller that ends because its intake stopped is then a
-        # planned exit, never "the activity poller exited" (the supervisor could see the poller gone
-        # before the recycling thread's ``stop`` marked the runtime as stopping).
-        request_stop = getattr(getattr(member, "shell", member), "request_stop", None)
-        if callable(request_stop):
-            request_stop()
-        source = getattr(member, "source", None)
-        stop_intake = getattr(source, "stop_intake", None)
-        if callable(stop_intake):
-            stop_intake()
+        shell = getattr(member, "shell", None)
+        if shell is not None:
+            shell.stop_intake()
 
 
 def child_main(spec: ChildSpec, make_runtime: MakeRuntime, *, report_fd: int, parent_pid: int,

@@ -155,7 +155,8 @@ def test_history_wait_new_event_blocks_until_the_run_s_next_event(dev_server: De
 
 def test_history_wait_new_event_is_validated_as_the_real_server_does(dev_server: DevServer) -> None:
     """The real server validates ``wait_new_event`` as ``['nullable', 'boolean']``: ``0``/``1`` (or absent)
-    pass, the word ``false`` in a query string is a 422 naming the field (what our CLI used to send)."""
+    pass, the word ``false`` (or ``true``) in a query string is a 422 naming the field (what our CLI used
+    to send)."""
     raw = Raw(dev_server.url)
     run_id = raw.start("wf-bool")["run_id"]
     path = f"/workflows/wf-bool/runs/{run_id}/history"
@@ -163,7 +164,11 @@ def test_history_wait_new_event_is_validated_as_the_real_server_does(dev_server:
     assert refused.status_code == 422
     assert refused.json()["reason"] == "validation_failed"
     assert "wait_new_event" in refused.json()["errors"]
+    for word in ("true", "yes", "2", "01"):  # Laravel's rule takes "1"/"0" as strings, nothing else
+        assert raw.call("GET", f"{path}?wait_new_event={word}").status_code == 422, word
     last = base64.b64encode(str(raw.ok("GET", path)["events"][-1]["sequence"]).encode()).decode()
     t0 = time.monotonic()
     assert raw.ok("GET", f"{path}?wait_new_event=0&next_page_token={last}")["events"] == []
-    assert time.monotonic() - t0 < 1.0  # 0 is "do not wait"
+    # empty is null to Laravel (ConvertEmptyStringsToNull), which "nullable" lets through: no wait
+    assert raw.ok("GET", f"{path}?wait_new_event=&next_page_token={last}")["events"] == []
+    assert time.monotonic() - t0 < 1.0  # 0 (and null) is "do not wait"

@@ -107,13 +107,27 @@ def test_pool_prefork_is_an_option_whose_workers_run_on_threads() -> None:
 def test_a_recycling_child_marks_its_runtime_stopping_before_it_stops_intake() -> None:
     """The recycle stops intake from the slot thread; the pollers then end. The runtime is marked as
     stopping first, so its supervisor never takes a poller that ended for that reason for a crash
-    ("the activity poller exited", exit 1 instead of a recycle: seen under load in the prefork e2e)."""
+    ("the activity poller exited", exit 1 instead of a recycle: seen under load in the prefork e2e).
+    Every member of a group stops its intake through its shell's one operation."""
+    import time
     from types import SimpleNamespace
 
     from sync_worker.host.prefork.child import _stop_intake
+    from sync_worker.runtime.backend import ThreadBackend
+    from sync_worker.runtime.shell import RuntimeShell
+    from sync_worker.runtime.status import StatusBoard
 
     calls: List[str] = []
-    shell = SimpleNamespace(request_stop=lambda: calls.append("request_stop"))
-    source = SimpleNamespace(stop_intake=lambda: calls.append("stop_intake"))
-    _stop_intake(SimpleNamespace(runtimes=[SimpleNamespace(shell=shell, source=source)]))
-    assert calls == ["request_stop", "stop_intake"]
+    members = []
+    for name in ("a", "b"):
+        shell = RuntimeShell(label="worker", runtime_id=name, backend=ThreadBackend(),
+                             board=StatusBoard(name, "default", "q", time.monotonic), shutdown_timeout=1.0)
+
+        def stop_intake(shell: RuntimeShell = shell, name: str = name) -> None:
+            calls.append(f"{name}: stop_intake, stop marked={shell.stop_requested.is_set()}")
+
+        shell.attach(SimpleNamespace(stop_intake=stop_intake))  # type: ignore[arg-type]
+        members.append(SimpleNamespace(shell=shell))
+    _stop_intake(SimpleNamespace(runtimes=members))
+    assert calls == ["a: stop_intake, stop marked=True", "b: stop_intake, stop marked=True"]
+    assert not members[0].shell.run_started  # intake only: the stop itself comes later, on its own thread
