@@ -93,6 +93,30 @@ class QueueWaiters:
             self.cond.notify_all()
 
 
+class RecentKeys:
+    """A bounded map of the newest ``limit`` entries (the oldest goes first): a hint, never the truth.
+
+    The engine notes which execution each activity attempt it leased belongs to, so a report on the
+    attempt finds the row by its primary key; the reader checks the row it gets (a rolled-back
+    claim, or an entry for an attempt since replaced, is a miss and falls back to the index).
+    """
+
+    __slots__ = ("_entries", "_limit")
+
+    def __init__(self, limit: int = _POLL_RECORDS) -> None:
+        self._entries: Dict[str, str] = {}
+        self._limit = limit
+
+    def note(self, key: str, value: str) -> None:
+        entries = self._entries
+        if len(entries) >= self._limit:
+            del entries[next(iter(entries))]  # the oldest
+        entries[key] = value
+
+    def get(self, key: str) -> Optional[str]:
+        return self._entries.get(key)
+
+
 class Engine:
     """Shared state plus the primitives the route handlers and the scheduler build on."""
 
@@ -116,6 +140,8 @@ class Engine:
         self._last_order: Optional[int] = None  # the newest run's created_order, read once from the store
         #: ``(namespace, kind, poll_request_id)`` -> ``(task_id, attempt)`` the poll leased (see :meth:`remember_poll`)
         self._polls: Dict[Tuple[str, str, str], Tuple[str, Any]] = {}
+        #: activity ``task_id`` -> ``execution_id``, for the attempts leased lately (see :class:`RecentKeys`)
+        self.activity_tasks = RecentKeys()
         self.namespaces = tuple(n.lower() for n in config.namespaces) or ("default",)
         namespaces.bootstrap(self)  # the table is the truth: created namespaces survive a restart
 

@@ -81,9 +81,10 @@ _encode = json.JSONEncoder(separators=(",", ":")).encode  # built once, not per 
 _REMEMBER_ROWS = 20000
 
 #: Tables whose documents the store keeps the JSON text of (read on every poll and completion: a
-#: worker's row, a run's), so a :meth:`Store.get` of a row written or read lately costs a ``json.loads``,
-#: not a ``SELECT``; at most :data:`_CACHED_DOCS` rows per table, none longer than :data:`_CACHED_TEXT`.
-_CACHED_TABLES = ("runs", "workers")
+#: worker's row, a run's, the activity a completion reports on), so a :meth:`Store.get` of a row
+#: written or read lately costs a ``json.loads``, not a ``SELECT``; at most :data:`_CACHED_DOCS` rows
+#: per table, none longer than :data:`_CACHED_TEXT`.
+_CACHED_TABLES = ("runs", "workers", "activities")
 _CACHED_DOCS = 4096
 _CACHED_TEXT = 16 * 1024
 
@@ -334,6 +335,23 @@ class Store:
         if known is None:
             return None
         return known[TABLES[table][1].index(column)]
+
+    def run_status(self, run_id: str) -> Optional[str]:
+        """A run's ``status`` column (``None``: no such run), read without its document; the run's event
+        count comes in the same statement, so the next :meth:`event_count` asks nothing either."""
+        known = self._stored["runs"].get(run_id)
+        if known is not None and run_id in self._last_seq:
+            return str(known[TABLES["runs"][1].index("status")])
+        found = self._conn.execute(
+            "SELECT status, (SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1) FROM runs WHERE run_id = ?1",
+            (run_id,)).fetchone()
+        if found is None:
+            return None
+        if run_id not in self._last_seq:
+            if len(self._last_seq) >= _REMEMBER_ROWS:
+                self._last_seq.clear()
+            self._last_seq[run_id] = int(found[1])
+        return str(found[0])
 
     def delete(self, table: str, key: str) -> None:
         pk = TABLES[table][0]
