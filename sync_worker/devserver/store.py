@@ -14,7 +14,7 @@ import sqlite3
 import threading
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from .encoding import decode_stored
+from .encoding import compact_encoder, decode_stored
 
 Row = Dict[str, Any]
 
@@ -75,7 +75,7 @@ _INDEXES = (
 )
 
 
-_encode = json.JSONEncoder(separators=(",", ":")).encode  # built once, not per json.dumps call
+_encode = compact_encoder(ensure_ascii=True)  # built once, not per call (what json.dumps did, ASCII)
 
 #: How many rows per table (and runs' event counts) the store remembers the stored columns of.
 _REMEMBER_ROWS = 20000
