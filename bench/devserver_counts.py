@@ -144,7 +144,8 @@ def _instructions(tree: str, operation: str, count: int, fill: int) -> int:
 
 def _per_operation(tree: str, operation: str, small: int, large: int) -> float:
     """User-space instructions per operation: ``large`` minus ``small`` operations on the same fill."""
-    return (_instructions(tree, operation, large, large) - _instructions(tree, operation, small, large)) / (large - small)
+    more, fewer = _instructions(tree, operation, large, large), _instructions(tree, operation, small, large)
+    return (more - fewer) / (large - small)
 
 
 def _count_instructions(trees: List[Any], rounds: int, small: int, large: int) -> None:

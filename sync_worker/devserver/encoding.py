@@ -30,7 +30,7 @@ def compact_encoder(ensure_ascii: bool) -> Callable[[Any], str]:
     check for (a cycle would end in ``RecursionError`` instead of ``ValueError``).
     """
     escape = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
-    make = json.encoder.c_make_encoder
+    make = getattr(json.encoder, "c_make_encoder", None)  # not in the typeshed stubs
     if make is None:  # an interpreter without the C accelerator
         return json.JSONEncoder(separators=_SEPARATORS, ensure_ascii=ensure_ascii, check_circular=False).encode
     encoder = make(None, _refuse, escape, None, ":", ",", False, False, True)

@@ -8,7 +8,6 @@ one transaction, so a killed server restarts on a consistent state.
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 import threading
