@@ -336,20 +336,25 @@ class Store:
         return known[TABLES[table][1].index(column)]
 
     def run_status(self, run_id: str) -> Optional[str]:
-        """A run's ``status`` column (``None``: no such run), read without its document; the run's event
-        count comes in the same statement, so the next :meth:`event_count` asks nothing either."""
+        """A run's ``status`` column (``None``: no such run), without decoding its document.
+
+        When the store does not remember the run, one statement reads the column, the document's
+        text (kept, not decoded: the next :meth:`get` of the run asks nothing) and the run's event
+        count (the next :meth:`event_count` asks nothing either).
+        """
         known = self._stored["runs"].get(run_id)
         if known is not None and run_id in self._last_seq:
             return str(known[TABLES["runs"][1].index("status")])
         found = self._conn.execute(
-            "SELECT status, (SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1) FROM runs WHERE run_id = ?1",
-            (run_id,)).fetchone()
+            "SELECT status, data, (SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1) FROM runs "
+            "WHERE run_id = ?1", (run_id,)).fetchone()
         if found is None:
             return None
+        self._keep_text("runs", run_id, found[1])
         if run_id not in self._last_seq:
             if len(self._last_seq) >= _REMEMBER_ROWS:
                 self._last_seq.clear()
-            self._last_seq[run_id] = int(found[1])
+            self._last_seq[run_id] = int(found[2])
         return str(found[0])
 
     def delete(self, table: str, key: str) -> None:
