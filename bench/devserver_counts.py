@@ -1,4 +1,4 @@
-"""What the dev server's engine does per activity and per start, counted in process (no HTTP).
+"""What the dev server's engine does per activity, per start and per workflow, counted in process (no HTTP).
 
     python3 bench/devserver_counts.py                          # this tree
     python3 bench/devserver_counts.py --baseline /tmp/before   # and another tree's, interleaved
@@ -12,10 +12,13 @@ runs is remembered in memory. Printed per tree, per round:
 
 - a standalone no-op activity's poll + complete: SQL statements (``sqlite3`` trace callback, BEGIN
   and COMMIT included), WAL pages written (the WAL's growth, checkpoints held off), engine CPU (ms);
-- a workflow start with the SDK's default timeouts (600 s run, 3,600 s execution): the same three.
+- a workflow start with the SDK's default timeouts (600 s run, 3,600 s execution): the same three;
+- a one-activity workflow, as a worker drives it: the start, a workflow task's poll + complete
+  (``schedule_activity``), the activity's poll + complete, a workflow task's poll + complete
+  (``complete_workflow``): the same three.
 
-With ``--instructions`` (needs ``valgrind``), each tree's user-space instructions per activity and
-per start instead of the CPU time: each operation runs twice under ``valgrind --tool=cachegrind
+With ``--instructions`` (needs ``valgrind``), each tree's user-space instructions per operation
+instead of the CPU time: each operation runs twice under ``valgrind --tool=cachegrind
 --cache-sim=no``, for ``--small`` and ``--large`` operations on the same filled file, and the
 difference over the extra operations is the count (start-up, filling and shutdown cancel out). A
 count does not move with the machine's load; system calls (the WAL's writes, the locks) are not in it.
@@ -41,6 +44,9 @@ from typing import Any, Dict, List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+
+#: What is measured: a standalone activity's poll + complete, a start, a one-activity workflow.
+OPERATIONS = ("activity", "start", "workflow")
 
 #: Operations whose statements are counted, after the timed ones.
 _TRACED = 100
@@ -81,15 +87,33 @@ def _child(operation: str, count: int, fill: int) -> Dict[str, float]:
             return handler(routes, request)[1]
 
     call("/api/worker/register", {"worker_id": "w1", "task_queue": "q", "runtime": "python",
-                                  "supported_activity_types": ["noop"]})
+                                  "supported_activity_types": ["noop"], "supported_workflow_types": ["t"]})
+
+    def poll(kind: str) -> Any:
+        return call(f"/api/worker/{kind}-tasks/poll", {"worker_id": "w1", "task_queue": "q", "timeout_seconds": 0,
+                                                       "poll_request_id": f"{kind}-poll-{uuid.uuid4().hex}"})["task"]
+
+    def activity() -> None:
+        task = poll("activity")
+        call(f"/api/worker/activity-tasks/{task['task_id']}/complete",
+             {"activity_attempt_id": task["activity_attempt_id"], "lease_owner": "w1", "result": result})
+
+    def workflow_task(commands: List[Dict[str, Any]]) -> None:
+        task = poll("workflow")
+        call(f"/api/worker/workflow-tasks/{task['task_id']}/complete",
+             {"lease_owner": "w1", "workflow_task_attempt": task["workflow_task_attempt"], "commands": commands})
 
     def one(n: int) -> None:
         if operation == "activity":
-            poll = {"worker_id": "w1", "task_queue": "q", "timeout_seconds": 0,
-                    "poll_request_id": f"activity-poll-{uuid.uuid4().hex}"}
-            task = call("/api/worker/activity-tasks/poll", poll)["task"]
-            call(f"/api/worker/activity-tasks/{task['task_id']}/complete",
-                 {"activity_attempt_id": task["activity_attempt_id"], "lease_owner": "w1", "result": result})
+            activity()
+        elif operation == "workflow":  # what a worker's one-activity workflow asks of the server
+            call("/api/workflows", {"workflow_id": f"flow-{n}", "workflow_type": "t", "task_queue": "q",
+                                    "input": args, "run_timeout_seconds": 600, "execution_timeout_seconds": 3600},
+                 plane="control")
+            workflow_task([{"type": "schedule_activity", "activity_type": "noop", "arguments": args,
+                            "start_to_close_timeout": 30}])
+            activity()
+            workflow_task([{"type": "complete_workflow", "result": result}])
         else:
             call("/api/workflows", {"workflow_id": f"wf-{n}", "workflow_type": "t", "task_queue": "nobody",
                                     "input": args, "run_timeout_seconds": 600, "execution_timeout_seconds": 3600},
@@ -154,11 +178,12 @@ def _count_instructions(trees: List[Any], rounds: int, small: int, large: int) -
     got: Dict[str, List[float]] = {}
     for round_no in range(rounds):
         for label, tree in trees:
-            for operation in ("activity", "start"):
+            for operation in OPERATIONS:
                 figure = _per_operation(tree, operation, small, large)
                 got.setdefault(f"{label} {operation}", []).append(figure)
                 print(f"round {round_no + 1} {label:6} {operation:8}: {figure:,.0f} instructions", flush=True)
-    print(f"\nuser-space instructions per poll + complete (activity) and per start, {large} - {small} operations")
+    print(f"\nuser-space instructions per poll + complete (activity), per start and per one-activity workflow, "
+          f"{large} - {small} operations")
     for key, values in got.items():
         print(f"  {key:16} {min(values):,.0f}..{max(values):,.0f}")
 
@@ -179,12 +204,13 @@ def main() -> None:
     got: Dict[str, List[Dict[str, float]]] = {}
     for round_no in range(args.rounds):
         for label, tree in trees:
-            for operation in ("activity", "start"):
+            for operation in OPERATIONS:
                 figures = _measure(tree, operation, args.count)
                 got.setdefault(f"{label} {operation}", []).append(figures)
                 print(f"round {round_no + 1} {label:6} {operation:8}: {figures['statements']:.1f} statements, "
                       f"{figures['wal_pages']:.2f} WAL pages, {figures['cpu_ms']:.3f} ms CPU", flush=True)
-    print("\nper poll + complete (activity) and per start with timeouts, in process; CPU min..max over the rounds")
+    print("\nper poll + complete (activity), per start with timeouts and per one-activity workflow, in process; "
+          "CPU min..max over the rounds")
     for key, rows in got.items():
         cpu = [r["cpu_ms"] for r in rows]
         print(f"  {key:16} {rows[-1]['statements']:5.1f} statements  {rows[-1]['wal_pages']:6.2f} WAL pages  "

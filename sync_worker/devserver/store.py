@@ -80,10 +80,10 @@ _encode = compact_encoder(ensure_ascii=True)  # built once, not per call (what j
 _REMEMBER_ROWS = 20000
 
 #: Tables whose documents the store keeps the JSON text of (read on every poll and completion: a
-#: worker's row, a run's, the activity a completion reports on), so a :meth:`Store.get` of a row
-#: written or read lately costs a ``json.loads``, not a ``SELECT``; at most :data:`_CACHED_DOCS` rows
-#: per table, none longer than :data:`_CACHED_TEXT`.
-_CACHED_TABLES = ("runs", "workers", "activities")
+#: worker's row, a run's, the activity or workflow task a completion reports on), so a
+#: :meth:`Store.get` of a row written or read lately costs a ``json.loads``, not a ``SELECT``; at
+#: most :data:`_CACHED_DOCS` rows per table, none longer than :data:`_CACHED_TEXT`.
+_CACHED_TABLES = ("runs", "workers", "activities", "wf_tasks")
 _CACHED_DOCS = 4096
 _CACHED_TEXT = 16 * 1024
 
@@ -291,6 +291,12 @@ class Store:
         values = tuple([row.get(c) for c in columns])
         data = _encode(row)
         known = self._stored[table]
+        docs = self._docs.get(table)
+        if docs is not None and docs.get(pk) == data:  # the file holds this very document (a run saved twice)
+            if len(known) >= _REMEMBER_ROWS:
+                known.clear()
+            known[pk] = values
+            return
         before = known.get(pk)
         if before is not None:
             changed = tuple([i for i, (old, new) in enumerate(zip(before, values))
