@@ -1,15 +1,27 @@
-"""What the dev server's engine does per activity and per start, counted in process (no HTTP).
+"""What the dev server's engine does per activity, per start and per workflow, counted in process (no HTTP).
 
     python3 bench/devserver_counts.py                          # this tree
     python3 bench/devserver_counts.py --baseline /tmp/before   # and another tree's, interleaved
 
 Each measurement runs in its own process on a fresh ``--db`` file (WAL mode, as ``sync-worker
 devserver --db``), calling the route handlers directly, one request at a time (each request commits,
-as a request alone does on the server). Printed per tree, per round:
+as a request alone does on the server). The activities are queued by one engine, which then closes,
+and polled and completed by a second one on the same file: as in ``devserver_targets.py``, whose
+server opens a file another process filled (and as after a restart), so nothing about the queued
+runs is remembered in memory. Printed per tree, per round:
 
 - a standalone no-op activity's poll + complete: SQL statements (``sqlite3`` trace callback, BEGIN
   and COMMIT included), WAL pages written (the WAL's growth, checkpoints held off), engine CPU (ms);
-- a workflow start with the SDK's default timeouts (600 s run, 3,600 s execution): the same three.
+- a workflow start with the SDK's default timeouts (600 s run, 3,600 s execution): the same three;
+- a one-activity workflow, as a worker drives it: the start, a workflow task's poll + complete
+  (``schedule_activity``), the activity's poll + complete, a workflow task's poll + complete
+  (``complete_workflow``): the same three.
+
+With ``--instructions`` (needs ``valgrind``), each tree's user-space instructions per operation
+instead of the CPU time: each operation runs twice under ``valgrind --tool=cachegrind
+--cache-sim=no``, for ``--small`` and ``--large`` operations on the same filled file, and the
+difference over the extra operations is the count (start-up, filling and shutdown cancel out). A
+count does not move with the machine's load; system calls (the WAL's writes, the locks) are not in it.
 
 The counts are exact and repeatable; the CPU figures move with the machine's load (compare trees
 in the same run, not across runs). The wire, the threads and the kernel's share of a request are
@@ -21,6 +33,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,7 +45,14 @@ from typing import Any, Dict, List
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _child(operation: str, count: int) -> Dict[str, float]:
+#: What is measured: a standalone activity's poll + complete, a start, a one-activity workflow.
+OPERATIONS = ("activity", "start", "workflow")
+
+#: Operations whose statements are counted, after the timed ones.
+_TRACED = 100
+
+
+def _child(operation: str, count: int, fill: int) -> Dict[str, float]:
     from sync_worker.devserver import control
     from sync_worker.devserver import store as store_module
     from sync_worker.devserver.engine import Config, Engine
@@ -42,13 +63,20 @@ def _child(operation: str, count: int) -> Dict[str, float]:
     store_module._CHECKPOINT_EVERY_COMMITS = 10 ** 9  # the WAL's growth is the pages written
     directory = tempfile.mkdtemp(prefix="devserver-counts-")
     db = os.path.join(directory, "counts.sqlite")
+    args = envelope([])
+    result = envelope(None)
+    warm = 50
+    if operation == "activity":  # queued by another engine, as devserver_targets' fill does
+        filler = Engine(Config(), db)
+        with filler.lock, filler.tx():
+            for _ in range(max(count, fill) + warm + _TRACED):
+                control.start_activity(filler, "default", {"activity_type": "noop", "task_queue": "q", "input": args})
+        filler.store.close()
     engine = Engine(Config(), db)
     if engine.store._checkpointer is not None:
         engine.store._checkpointer.close()
         engine.store._checkpointer = None
     routes = Routes(engine, QueryBroker(engine))
-    args = envelope([])
-    result = envelope(None)
 
     def call(path: str, body: Dict[str, Any], plane: str = "worker") -> Any:
         handler, params, _ = routes.match("POST", path)
@@ -59,53 +87,105 @@ def _child(operation: str, count: int) -> Dict[str, float]:
             return handler(routes, request)[1]
 
     call("/api/worker/register", {"worker_id": "w1", "task_queue": "q", "runtime": "python",
-                                  "supported_activity_types": ["noop"]})
-    warm = 50
+                                  "supported_activity_types": ["noop"], "supported_workflow_types": ["t"]})
+
+    def poll(kind: str) -> Any:
+        return call(f"/api/worker/{kind}-tasks/poll", {"worker_id": "w1", "task_queue": "q", "timeout_seconds": 0,
+                                                       "poll_request_id": f"{kind}-poll-{uuid.uuid4().hex}"})["task"]
+
+    def activity() -> None:
+        task = poll("activity")
+        call(f"/api/worker/activity-tasks/{task['task_id']}/complete",
+             {"activity_attempt_id": task["activity_attempt_id"], "lease_owner": "w1", "result": result})
+
+    def workflow_task(commands: List[Dict[str, Any]]) -> None:
+        task = poll("workflow")
+        call(f"/api/worker/workflow-tasks/{task['task_id']}/complete",
+             {"lease_owner": "w1", "workflow_task_attempt": task["workflow_task_attempt"], "commands": commands})
 
     def one(n: int) -> None:
         if operation == "activity":
-            poll = {"worker_id": "w1", "task_queue": "q", "timeout_seconds": 0,
-                    "poll_request_id": f"activity-poll-{uuid.uuid4().hex}"}
-            task = call("/api/worker/activity-tasks/poll", poll)["task"]
-            call(f"/api/worker/activity-tasks/{task['task_id']}/complete",
-                 {"activity_attempt_id": task["activity_attempt_id"], "lease_owner": "w1", "result": result})
+            activity()
+        elif operation == "workflow":  # what a worker's one-activity workflow asks of the server
+            call("/api/workflows", {"workflow_id": f"flow-{n}", "workflow_type": "t", "task_queue": "q",
+                                    "input": args, "run_timeout_seconds": 600, "execution_timeout_seconds": 3600},
+                 plane="control")
+            workflow_task([{"type": "schedule_activity", "activity_type": "noop", "arguments": args,
+                            "start_to_close_timeout": 30}])
+            activity()
+            workflow_task([{"type": "complete_workflow", "result": result}])
         else:
             call("/api/workflows", {"workflow_id": f"wf-{n}", "workflow_type": "t", "task_queue": "nobody",
                                     "input": args, "run_timeout_seconds": 600, "execution_timeout_seconds": 3600},
                  plane="control")
 
-    if operation == "activity":
-        with engine.lock, engine.tx():
-            for _ in range(count + warm):
-                control.start_activity(engine, "default", {"activity_type": "noop", "task_queue": "q", "input": args})
     for n in range(warm):
         one(-1 - n)
     conn = engine.store._conn
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-    statements = [0]
-    conn.set_trace_callback(lambda _sql: statements.__setitem__(0, statements[0] + 1))
     started = time.process_time()
     for n in range(count):
         one(n)
     cpu = time.process_time() - started
-    conn.set_trace_callback(None)
     page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
     wal = os.path.getsize(db + "-wal")
-    engine.store.close()
-    return {"statements": statements[0] / count, "wal_pages": (wal - 32) / (page_size + 24) / count,
+    # Statements counted over further operations: the trace callback expands every statement's SQL
+    # with its bound values, work that is the bench's, not the server's (it is outside the timing).
+    statements = [0]
+    conn.set_trace_callback(lambda _sql: statements.__setitem__(0, statements[0] + 1))
+    for n in range(count, count + _TRACED):
+        one(n)
+    conn.set_trace_callback(None)
+    # Not closed: the last connection's checkpoint would copy the WAL into the file, work that grows
+    # with the operations run (the caller exits at once); the files go with their directory.
+    shutil.rmtree(directory, ignore_errors=True)
+    return {"statements": statements[0] / _TRACED, "wal_pages": (wal - 32) / (page_size + 24) / count,
             "cpu_ms": 1000 * cpu / count}
 
 
-def _measure(tree: str, operation: str, count: int) -> Dict[str, float]:
+def _env(tree: str) -> Dict[str, str]:
     env = dict(os.environ)
-    if tree:
-        env["PYTHONPATH"] = tree + os.pathsep + env.get("PYTHONPATH", "")
-    else:
-        env["PYTHONPATH"] = os.path.dirname(HERE) + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, __file__, "_child", operation, str(count)], env=env, check=True,
-                         capture_output=True, text=True).stdout
+    env["PYTHONPATH"] = (tree or os.path.dirname(HERE)) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _measure(tree: str, operation: str, count: int) -> Dict[str, float]:
+    out = subprocess.run([sys.executable, __file__, "_child", operation, str(count), str(count)], env=_env(tree),
+                         check=True, capture_output=True, text=True).stdout
     figures: Dict[str, float] = json.loads(out.strip().splitlines()[-1])
     return figures
+
+
+def _instructions(tree: str, operation: str, count: int, fill: int) -> int:
+    out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                          sys.executable, __file__, "_child", operation, str(count), str(fill)],
+                         env=_env(tree), capture_output=True, text=True, timeout=3600)
+    found = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count from valgrind:\n{out.stderr[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def _per_operation(tree: str, operation: str, small: int, large: int) -> float:
+    """User-space instructions per operation: ``large`` minus ``small`` operations on the same fill."""
+    more, fewer = _instructions(tree, operation, large, large), _instructions(tree, operation, small, large)
+    return (more - fewer) / (large - small)
+
+
+def _count_instructions(trees: List[Any], rounds: int, small: int, large: int) -> None:
+    if shutil.which("valgrind") is None:
+        sys.exit("valgrind is not installed")
+    got: Dict[str, List[float]] = {}
+    for round_no in range(rounds):
+        for label, tree in trees:
+            for operation in OPERATIONS:
+                figure = _per_operation(tree, operation, small, large)
+                got.setdefault(f"{label} {operation}", []).append(figure)
+                print(f"round {round_no + 1} {label:6} {operation:8}: {figure:,.0f} instructions", flush=True)
+    print(f"\nuser-space instructions per poll + complete (activity), per start and per one-activity workflow, "
+          f"{large} - {small} operations")
+    for key, values in got.items():
+        print(f"  {key:16} {min(values):,.0f}..{max(values):,.0f}")
 
 
 def main() -> None:
@@ -113,17 +193,24 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--count", type=int, default=1500, help="activities (and starts) measured per round")
     parser.add_argument("--baseline", default="", help="a directory holding another tree's sync_worker")
+    parser.add_argument("--instructions", action="store_true", help="count instructions under valgrind instead")
+    parser.add_argument("--small", type=int, default=100, help="with --instructions: the smaller run")
+    parser.add_argument("--large", type=int, default=400, help="with --instructions: the larger run")
     args = parser.parse_args()
     trees = [("ours", "")] + ([("before", os.path.abspath(args.baseline))] if args.baseline else [])
+    if args.instructions:
+        _count_instructions(trees, args.rounds, args.small, args.large)
+        return
     got: Dict[str, List[Dict[str, float]]] = {}
     for round_no in range(args.rounds):
         for label, tree in trees:
-            for operation in ("activity", "start"):
+            for operation in OPERATIONS:
                 figures = _measure(tree, operation, args.count)
                 got.setdefault(f"{label} {operation}", []).append(figures)
                 print(f"round {round_no + 1} {label:6} {operation:8}: {figures['statements']:.1f} statements, "
                       f"{figures['wal_pages']:.2f} WAL pages, {figures['cpu_ms']:.3f} ms CPU", flush=True)
-    print("\nper poll + complete (activity) and per start with timeouts, in process; CPU min..max over the rounds")
+    print("\nper poll + complete (activity), per start with timeouts and per one-activity workflow, in process; "
+          "CPU min..max over the rounds")
     for key, rows in got.items():
         cpu = [r["cpu_ms"] for r in rows]
         print(f"  {key:16} {rows[-1]['statements']:5.1f} statements  {rows[-1]['wal_pages']:6.2f} WAL pages  "
@@ -132,6 +219,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_child":
-        print(json.dumps(_child(sys.argv[2], int(sys.argv[3]))))
+        print(json.dumps(_child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))), flush=True)
+        os._exit(0)  # no interpreter shutdown, no checkpoint at close (see _child)
     else:
         main()

@@ -112,10 +112,12 @@ def claim(engine: Engine, namespace: str, queue: str, worker_id: str,
                 "lease_expires_at": ts + float(t.get("start_to_close") or engine.config.activity_task_lease_seconds)})
     _recompute_due(engine, act)
     engine.store.put("activities", act)
-    # The run's status, as its indexed column: a running run needs only its id to record the event,
-    # so its document is not decoded (nor rewritten) on every claim.
-    status = engine.store.stored_column("runs", act["run_id"], "status")
+    # The run's status, as its stored column: a running run needs only its id to record the event,
+    # so its document is not decoded (nor rewritten) on every claim. Not remembered (a run created by
+    # another process, or before a restart): the column and the run's event count in one statement.
+    status = engine.store.run_status(act["run_id"])
     run = {"run_id": act["run_id"], "status": status} if status == "running" else engine.get_run(act["run_id"])
+    engine.activity_tasks.note(act["task_id"], act["execution_id"])
     if run is not None and run["status"] not in TERMINAL_STATUSES:
         engine.append(run, "ActivityStarted", {
             "sequence": act["sequence"], "activity_type": act["activity_type"],
@@ -135,10 +137,7 @@ def _find_attempt(engine: Engine, namespace: str, task_id: str, body: Dict[str, 
     receipt its first report got (raised as :class:`_Repeated`), so a retried report is idempotent.
     Only a report that is not on the live lease looks for one: a closed attempt is never leased.
     """
-    # Scoped by namespace like every other lookup: a task leased in one namespace does not exist
-    # for a caller that names another.
-    found = engine.store.select("activities", "task_id = ? AND namespace = ?", (task_id, namespace), limit=1)
-    act = found[0] if found else None
+    act = by_task_id(engine, namespace, task_id)
     attempt_id = body.get("activity_attempt_id") or body.get("attempt_id")
     if act is not None and act["state"] == "leased" and attempt_id == act["attempt_id"] \
             and body.get("lease_owner") == act["lease_owner"]:
@@ -163,6 +162,23 @@ def _find_attempt(engine: Engine, namespace: str, task_id: str, body: Dict[str, 
                    task_id=task_id)
 
 
+def by_task_id(engine: Engine, namespace: str, task_id: str) -> Optional[Row]:
+    """The execution whose current attempt is ``task_id`` in ``namespace``, or ``None``.
+
+    Scoped by namespace like every other lookup: a task leased in one namespace does not exist for
+    a caller that names another. An attempt this server leased lately is found by its execution's
+    key (the row's text is usually in the store's cache: no ``SELECT``), checked against the row;
+    any other by the ``task_id`` index.
+    """
+    execution_id = engine.activity_tasks.get(task_id)
+    if execution_id is not None:
+        act = engine.store.get("activities", execution_id)
+        if act is not None and act["task_id"] == task_id and act["namespace"] == namespace:
+            return act
+    found = engine.store.select("activities", "task_id = ? AND namespace = ?", (task_id, namespace), limit=1)
+    return found[0] if found else None
+
+
 class _Repeated(Exception):
     """A report on an attempt already closed: ``receipt`` is the first report's answer."""
 
@@ -180,8 +196,11 @@ def _stored_receipt(engine: Engine, namespace: str, act: Optional[Row], key: str
     row a new task id, and a late repeat of the failure must still find its answer).
     """
     closed = act.get("closed_by") if act is not None else None
-    if isinstance(closed, dict) and closed.get("key") == key:
-        stored: Optional[Row] = closed
+    stored: Optional[Row] = None
+    if closed == "complete" and act is not None and f"{act['task_id']}:{act['attempt_id']}" == key:
+        stored = {"operation": "complete", "receipt": _completed(act["task_id"], act["attempt_id"])}
+    elif isinstance(closed, dict) and closed.get("key") == key:  # a row an older dev server wrote
+        stored = closed
     else:
         stored = engine.store.get("kv", f"{namespace}\0act_receipt\0{key}")
     if stored is None:
@@ -191,15 +210,21 @@ def _stored_receipt(engine: Engine, namespace: str, act: Optional[Row], key: str
     return dict(stored["receipt"])
 
 
+def _completed(task_id: str, attempt_id: str) -> Dict[str, Any]:
+    return {"outcome": "completed", "task_id": task_id, "activity_attempt_id": attempt_id, "reason": None}
+
+
 def complete(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
     try:
         act = _find_attempt(engine, namespace, task_id, body, "completion", receipts="complete")
     except _Repeated as repeated:
         return repeated.receipt
     check_payload(body.get("result"), "result", codec=body.get("payload_codec") or None)
-    receipt = {"outcome": "completed", "task_id": task_id, "activity_attempt_id": act["attempt_id"], "reason": None}
+    receipt = _completed(task_id, act["attempt_id"])
+    # ``closed_by``: the report that closed the row (the row is final: its task and attempt ids are
+    # that report's, so the receipt is rebuilt from them, not stored).
     act.update({"state": "done", "result": body.get("result"), "closed_at": engine.now(), "due_at": None,
-                "closed_by": {"key": f"{task_id}:{act['attempt_id']}", "operation": "complete", "receipt": receipt}})
+                "closed_by": "complete"})
     engine.store.put("activities", act)
     _resolve(engine, act, "ActivityCompleted", {"result": body.get("result"), "payload_codec": "avro"})
     sessions.released(engine, act)
@@ -226,10 +251,10 @@ def fail(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> 
 
 
 def heartbeat(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
-    found = engine.store.select("activities", "task_id = ? AND namespace = ?", (task_id, namespace), limit=1)
-    if found and found[0]["state"] == "cancelled" and \
-            (body.get("activity_attempt_id") or body.get("attempt_id")) == found[0]["attempt_id"]:
-        act = found[0]
+    found = by_task_id(engine, namespace, task_id)
+    if found is not None and found["state"] == "cancelled" and \
+            (body.get("activity_attempt_id") or body.get("attempt_id")) == found["attempt_id"]:
+        act = found
         return {"task_id": task_id, "activity_attempt_id": act["attempt_id"], "cancel_requested": True,
                 "can_continue": False, "reason": reasons.RUN_CLOSED, "stop_reason": act.get("cancel_reason"),
                 "heartbeat_recorded": False}

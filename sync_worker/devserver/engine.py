@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import namespaces
 from .clock import Clock, SystemClock
@@ -97,6 +96,100 @@ class QueueWaiters:
             self.cond.notify_all()
 
 
+class RecentKeys:
+    """A bounded map of the newest ``limit`` entries (the oldest goes first): a hint, never the truth.
+
+    The engine notes which execution each activity attempt it leased belongs to, so a report on the
+    attempt finds the row by its primary key; the reader checks the row it gets (a rolled-back
+    claim, or an entry for an attempt since replaced, is a miss and falls back to the index).
+    """
+
+    __slots__ = ("_entries", "_limit")
+
+    def __init__(self, limit: int = _POLL_RECORDS) -> None:
+        self._entries: Dict[str, str] = {}
+        self._limit = limit
+
+    def note(self, key: str, value: str) -> None:
+        entries = self._entries
+        if len(entries) >= self._limit:
+            del entries[next(iter(entries))]  # the oldest
+        entries[key] = value
+
+    def get(self, key: str) -> Optional[str]:
+        return self._entries.get(key)
+
+
+class _Transaction:
+    """What ``with engine.tx():`` enters: the engine lock plus one store transaction.
+
+    A plain context manager rather than a generator one (two or three of them per request: a
+    generator, its wrapper and two resumptions each time); it keeps no state of its own (the lock,
+    the store and the thread's group-commit flags hold it), so the engine's one instance serves
+    every call, nested ones and other threads' included.
+    """
+
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def __enter__(self) -> None:
+        engine = self._engine
+        engine.lock.acquire()
+        try:
+            engine.store.begin()
+        except BaseException:
+            engine.lock.release()
+            raise
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        engine = self._engine
+        store = engine.store
+        try:
+            if exc_type is not None:
+                store.end(False)
+                if store.batch_open:  # an error answer may rest on what the open batch holds
+                    engine._local.batch = store.batch_id
+                return
+            local = engine._local
+            defer = getattr(local, "defer", False) and engine.on_commit is None
+            store.end(True, defer)
+            if defer:
+                local.batch = store.batch_id
+            elif engine.on_commit is not None:
+                engine.on_commit()
+        finally:
+            engine.lock.release()
+
+
+class _Grouped:
+    """What ``with engine.grouped():`` enters (see :meth:`Engine.grouped`); stateless as :class:`_Transaction`."""
+
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def __enter__(self) -> None:
+        engine = self._engine
+        local = engine._local
+        local.defer, local.batch = engine.config.group_commit, None
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        engine = self._engine
+        local = engine._local
+        local.defer = False
+        batch, local.batch = local.batch, None
+        store = engine.store
+        if batch is None and store.batch_open:  # a read under the lock may have seen the open batch
+            batch = store.batch_id
+        if batch is not None and store.committed_id < batch:
+            with engine.lock:
+                if store.batch_open and store.batch_id <= batch:
+                    store.flush()
+
+
 class Engine:
     """Shared state plus the primitives the route handlers and the scheduler build on."""
 
@@ -108,6 +201,8 @@ class Engine:
         #: Called after every committed transaction when set (the time-skipping environment's wake-up).
         self.on_commit: Optional[Callable[[], None]] = None
         self.lock = threading.RLock()
+        self._tx = _Transaction(self)
+        self._grouped = _Grouped(self)
         self.store = Store(db, self.lock)
         #: per request thread: ``defer`` (group commit allowed) and ``batch`` (the batch it wrote in)
         self._local = threading.local()
@@ -120,35 +215,21 @@ class Engine:
         self._last_order: Optional[int] = None  # the newest run's created_order, read once from the store
         #: ``(namespace, kind, poll_request_id)`` -> ``(task_id, attempt)`` the poll leased (see :meth:`remember_poll`)
         self._polls: Dict[Tuple[str, str, str], Tuple[str, Any]] = {}
+        #: activity ``task_id`` -> ``execution_id``, for the attempts leased lately (see :class:`RecentKeys`)
+        self.activity_tasks = RecentKeys()
         self.namespaces = tuple(n.lower() for n in config.namespaces) or ("default",)
         namespaces.bootstrap(self)  # the table is the truth: created namespaces survive a restart
 
     # -- locking and transactions ----------------------------------------------------------
-    @contextmanager
-    def tx(self) -> Iterator[None]:
-        """One atomic operation. Inside :meth:`grouped` its commit may join a group commit."""
-        with self.lock:
-            store = self.store
-            store.begin()
-            try:
-                yield
-            except BaseException:
-                store.end(False)
-                if store.batch_open:  # an error answer may rest on what the open batch holds
-                    self._local.batch = store.batch_id
-                raise
-            local = self._local
-            defer = getattr(local, "defer", False) and self.on_commit is None
-            store.end(True, defer)
-            if defer:
-                local.batch = store.batch_id
-            elif self.on_commit is not None:
-                self.on_commit()
+    def tx(self) -> _Transaction:
+        """One atomic operation (``with engine.tx():``). Inside :meth:`grouped` its commit may join a
+        group commit."""
+        return self._tx
 
-    @contextmanager
-    def grouped(self) -> Iterator[None]:
-        """Group commit for one request: its transactions may leave their batch open; on the way out
-        (before the answer is sent) the batch it wrote in, or read from, is committed.
+    def grouped(self) -> _Grouped:
+        """Group commit for one request (``with engine.grouped():``): its transactions may leave their
+        batch open; on the way out (before the answer is sent) the batch it wrote in, or read from, is
+        committed.
 
         Between a request's last transaction and its answer, requests already waiting for the lock
         run theirs into the same batch, so under load one ``COMMIT`` (the dearest statement: the WAL
@@ -156,20 +237,7 @@ class Engine:
         No answer leaves before what it reports is durable (as durable as each commit was before:
         WAL, ``synchronous=NORMAL``).
         """
-        local = self._local
-        local.defer, local.batch = self.config.group_commit, None
-        try:
-            yield
-        finally:
-            local.defer = False
-            batch, local.batch = local.batch, None
-            store = self.store
-            if batch is None and store.batch_open:  # a read under the lock may have seen the open batch
-                batch = store.batch_id
-            if batch is not None and store.committed_id < batch:
-                with self.lock:
-                    if store.batch_open and store.batch_id <= batch:
-                        store.flush()
+        return self._grouped
 
     def flush(self) -> None:
         """Commit an open group-commit batch now (the scheduler's tick; stopping)."""

@@ -8,13 +8,12 @@ one transaction, so a killed server restarts on a consistent state.
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 import threading
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from .encoding import decode_stored
+from .encoding import compact_encoder, decode_stored
 
 Row = Dict[str, Any]
 
@@ -75,15 +74,16 @@ _INDEXES = (
 )
 
 
-_encode = json.JSONEncoder(separators=(",", ":")).encode  # built once, not per json.dumps call
+_encode = compact_encoder(ensure_ascii=True)  # built once, not per call (what json.dumps did, ASCII)
 
 #: How many rows per table (and runs' event counts) the store remembers the stored columns of.
 _REMEMBER_ROWS = 20000
 
 #: Tables whose documents the store keeps the JSON text of (read on every poll and completion: a
-#: worker's row, a run's), so a :meth:`Store.get` of a row written or read lately costs a ``json.loads``,
-#: not a ``SELECT``; at most :data:`_CACHED_DOCS` rows per table, none longer than :data:`_CACHED_TEXT`.
-_CACHED_TABLES = ("runs", "workers")
+#: worker's row, a run's, the activity or workflow task a completion reports on), so a
+#: :meth:`Store.get` of a row written or read lately costs a ``json.loads``, not a ``SELECT``; at
+#: most :data:`_CACHED_DOCS` rows per table, none longer than :data:`_CACHED_TEXT`.
+_CACHED_TABLES = ("runs", "workers", "activities", "wf_tasks")
 _CACHED_DOCS = 4096
 _CACHED_TEXT = 16 * 1024
 
@@ -291,6 +291,12 @@ class Store:
         values = tuple([row.get(c) for c in columns])
         data = _encode(row)
         known = self._stored[table]
+        docs = self._docs.get(table)
+        if docs is not None and docs.get(pk) == data:  # the file holds this very document (a run saved twice)
+            if len(known) >= _REMEMBER_ROWS:
+                known.clear()
+            known[pk] = values
+            return
         before = known.get(pk)
         if before is not None:
             changed = tuple([i for i, (old, new) in enumerate(zip(before, values))
@@ -334,6 +340,28 @@ class Store:
         if known is None:
             return None
         return known[TABLES[table][1].index(column)]
+
+    def run_status(self, run_id: str) -> Optional[str]:
+        """A run's ``status`` column (``None``: no such run), without decoding its document.
+
+        When the store does not remember the run, one statement reads the column, the document's
+        text (kept, not decoded: the next :meth:`get` of the run asks nothing) and the run's event
+        count (the next :meth:`event_count` asks nothing either).
+        """
+        known = self._stored["runs"].get(run_id)
+        if known is not None and run_id in self._last_seq:
+            return str(known[TABLES["runs"][1].index("status")])
+        found = self._conn.execute(
+            "SELECT status, data, (SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1) FROM runs "
+            "WHERE run_id = ?1", (run_id,)).fetchone()
+        if found is None:
+            return None
+        self._keep_text("runs", run_id, found[1])
+        if run_id not in self._last_seq:
+            if len(self._last_seq) >= _REMEMBER_ROWS:
+                self._last_seq.clear()
+            self._last_seq[run_id] = int(found[2])
+        return str(found[0])
 
     def delete(self, table: str, key: str) -> None:
         pk = TABLES[table][0]

@@ -99,7 +99,22 @@ def _leased(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) 
 
 
 def _receipt(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any], op: str) -> Optional[Dict[str, Any]]:
-    stored = engine.store.get("kv", f"{namespace}\0wft\0{task_id}:{body.get('workflow_task_attempt', 1)}")
+    """The receipt of the report that closed this attempt, if one did and it was an ``op``.
+
+    A completion's receipt lives in the task's own row (``closed_by``: a completed task is final);
+    a failure's in ``kv`` (a failed attempt's task is leased again under the next attempt), as is
+    a completion's in a file an older dev server wrote. A task leased under this very attempt has
+    no receipt yet: nothing more to look up.
+    """
+    attempt = body.get("workflow_task_attempt", 1)
+    task = engine.store.get("wf_tasks", task_id)
+    if task is not None and task["namespace"] == namespace:
+        closed = task.get("closed_by")
+        if isinstance(closed, dict) and closed.get("attempt") == attempt:
+            return dict(closed["receipt"]) if closed.get("operation") == op else None
+        if task["state"] == "leased" and task["attempt"] == attempt:
+            return None
+    stored = engine.store.get("kv", f"{namespace}\0wft\0{task_id}:{attempt}")
     if stored is None:
         return None
     if stored["operation"] != op:
@@ -112,7 +127,8 @@ def _store(engine: Engine, namespace: str, task: Row, op: str, receipt: Dict[str
                             "kind": "wft", "operation": op, "receipt": receipt})
 
 
-def _finish(engine: Engine, task: Row, run: Row, *, released: bool = False) -> None:
+def _finish(engine: Engine, task: Row, run: Row, *, released: bool = False,
+            completed: bool = False) -> Optional[Dict[str, Any]]:
     """The lease ended without a retry: free the run and give it its next task if it has work.
 
     The next task comes at once when something woke the run during the lease (the dirty flag)
@@ -120,10 +136,11 @@ def _finish(engine: Engine, task: Row, run: Row, *, released: bool = False) -> N
     next message task, ``PendingMessageTask::createForRun``; a released signal task applied its
     signal, ``resume.record_release``). A released update task parks the run's messages until
     its next wake-up instead (``messages.park``).
+
+    ``completed``: the attempt was completed; its receipt is returned and kept in the task's row.
     """
     task["state"] = "done"
     task["due_at"] = None
-    engine.store.put("wf_tasks", task)
     if run.get("task_id") == task["task_id"]:
         run["task_id"] = None
         if run["status"] not in TERMINAL_STATUSES:
@@ -136,7 +153,14 @@ def _finish(engine: Engine, task: Row, run: Row, *, released: bool = False) -> N
                 engine.wake(run)
             elif run["status"] == "running":
                 run["status"] = "waiting"
+    receipt: Optional[Dict[str, Any]] = None
+    if completed:
+        receipt = {"task_id": task["task_id"], "workflow_task_attempt": task["attempt"], "outcome": "completed",
+                   "run_status": run["status"], "run_id": run["run_id"]}
+        task["closed_by"] = {"operation": "complete", "attempt": task["attempt"], "receipt": receipt}
+    engine.store.put("wf_tasks", task)
     engine.save_run(run)
+    return receipt
 
 
 def complete(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
@@ -150,10 +174,8 @@ def complete(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any])
     assert run is not None
     commands.apply(engine, run, task, cmds, body)
     sticky.note_completion(run, task, body, engine.store.event_count(run["run_id"]), engine.now())
-    _finish(engine, task, run)
-    receipt = {"task_id": task_id, "workflow_task_attempt": task["attempt"], "outcome": "completed",
-               "run_status": run["status"], "run_id": run["run_id"]}
-    _store(engine, namespace, task, "complete", receipt)
+    receipt = _finish(engine, task, run, completed=True)
+    assert receipt is not None
     return receipt
 
 
