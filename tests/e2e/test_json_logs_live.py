@@ -81,7 +81,11 @@ def test_devserver_prints_json_lines() -> None:
             if "listening on http" in line:
                 break
         process.send_signal(signal.SIGTERM)
-        out = "".join(head) + process.communicate(timeout=30)[0]
+        # Read the rest through the same file object: communicate(timeout=...) reads the raw pipe, so
+        # lines the iteration above had buffered but not yet returned (the CLI's banner, arriving in
+        # one read with the app's own "listening" line on a loaded machine) would be lost.
+        out = "".join(head) + process.stdout.read()
+        process.wait(30)
     finally:
         watchdog.cancel()
         if process.poll() is None:
