@@ -87,6 +87,18 @@ def label(method: str, path: str) -> str:
     return f"{method} {path}"
 
 
+def traced_server(name: str) -> Tuple[str, str, str, subprocess.Popen[str], str]:
+    """A dev server with its request handler traced, in its own process (also ``wft_turnaround.py``'s):
+    ``(directory, db, trace file, process, url)``."""
+    directory = f"/tmp/{name}-{os.getpid()}"
+    os.makedirs(directory, exist_ok=True)
+    db, out = os.path.join(directory, "trace.sqlite"), os.path.join(directory, "trace.json")
+    server = subprocess.Popen([sys.executable, os.path.abspath(__file__), "_server", db, out],
+                              stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    return directory, db, out, server, f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=200)
@@ -96,12 +108,7 @@ def main() -> None:
     if args.tree:
         os.environ["DEVSERVER_BENCH_TREE"] = args.tree
         sys.path.insert(0, args.tree)
-    directory = f"/tmp/latency-trace-{os.getpid()}"
-    os.makedirs(directory, exist_ok=True)
-    db, out = os.path.join(directory, "trace.sqlite"), os.path.join(directory, "trace.json")
-    server = subprocess.Popen([sys.executable, __file__, "_server", db, out], stdout=subprocess.PIPE, text=True)
-    assert server.stdout is not None
-    url = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
+    directory, db, out, server, url = traced_server("latency-trace")
     worker = subprocess.Popen([sys.executable, bench.__file__, "_worker", "threads-p4", url, "1"],
                               preexec_fn=lambda: bench._pin(bench.WORKER_CORE))
     bench._pin(bench.WORKER_CORE)

@@ -56,14 +56,9 @@ def main() -> None:
         os.environ["DEVSERVER_BENCH_TREE"] = args.tree
         sys.path.insert(0, args.tree)
     import devserver_throughput as bench
+    from latency_trace import traced_server
 
-    directory = f"/tmp/wft-turnaround-{os.getpid()}"
-    os.makedirs(directory, exist_ok=True)
-    db, out = os.path.join(directory, "trace.sqlite"), os.path.join(directory, "trace.json")
-    server = subprocess.Popen([sys.executable, os.path.join(HERE, "latency_trace.py"), "_server", db, out],
-                              stdout=subprocess.PIPE, text=True)
-    assert server.stdout is not None
-    url = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
+    directory, _db, _out, server, url = traced_server("wft-turnaround")
     bench._pin(bench.WORKER_CORE)
     from typing import Any as _Any
 
