@@ -85,15 +85,27 @@ class CommandProcessTests(DurableWorkflowTestMixin, TransactionTestCase):
         worker.wait_ready()
         return worker
 
-    def wait_activity_started(self, handle, timeout=30):
+    def wait_activity_started(self, handle, worker=None, timeout=30):
+        """Until the server recorded ActivityStarted and, given the worker, its probe counts the task
+        in flight: the server records the start when it leases the task, before the worker has read
+        the answer, and a stop in between abandons that poll (the lease comes back when it expires),
+        so a test that stops the worker "with work running" waits for the worker's own count."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             run_id = handle.describe().run_id
             events = self.durable_client.get_history(handle.workflow_id, run_id)["events"]
             if any(e["event_type"] == "ActivityStarted" for e in events):
-                return
+                break
             time.sleep(0.1)
-        raise AssertionError("the activity never started")
+        else:
+            raise AssertionError("the activity never started")
+        while worker is not None and time.monotonic() < deadline:
+            counts = [(w.get("concurrency") or {}).get("in_flight") for w in worker.probe("healthz")[1]["workers"]]
+            if not any(isinstance(c, int) for c in counts) or any(c >= 1 for c in counts if isinstance(c, int)):
+                return  # (a supervising parent without slots of its own reports no count: nothing to wait for)
+            time.sleep(0.02)
+        if worker is not None:
+            raise AssertionError(f"the worker never counted the task in flight:\n{worker.output()}")
 
     def test_first_sigterm_drains_running_work_then_exits_0(self):
         order = Order.objects.create(customer="warm")
@@ -102,7 +114,7 @@ class CommandProcessTests(DurableWorkflowTestMixin, TransactionTestCase):
         code, body = worker.probe("healthz")
         self.assertEqual((code, body["workers"][0]["task_queue"]), (200, "shop"))
         handle = self.durable_client.start_workflow("shop.slow_touch", order.pk, 2.0, task_queue="shop")
-        self.wait_activity_started(handle)
+        self.wait_activity_started(handle, worker)
         worker.proc.send_signal(signal.SIGTERM)
         draining = None
         deadline = time.monotonic() + 5
@@ -130,7 +142,7 @@ class CommandProcessTests(DurableWorkflowTestMixin, TransactionTestCase):
         order = Order.objects.create(customer="cold")
         worker = self.launch("--shutdown-timeout", "60")
         handle = self.durable_client.start_workflow("shop.slow_touch", order.pk, 60.0, task_queue="shop")
-        self.wait_activity_started(handle)
+        self.wait_activity_started(handle, worker)
         started = time.monotonic()
         worker.proc.send_signal(signal.SIGTERM)
         time.sleep(0.5)
@@ -144,7 +156,7 @@ class CommandProcessTests(DurableWorkflowTestMixin, TransactionTestCase):
         order = Order.objects.create(customer="deadline")
         worker = self.launch("--shutdown-timeout", "1")
         handle = self.durable_client.start_workflow("shop.slow_touch", order.pk, 60.0, task_queue="shop")
-        self.wait_activity_started(handle)
+        self.wait_activity_started(handle, worker)
         worker.proc.send_signal(signal.SIGTERM)
         self.assertEqual(worker.wait_exit(30), 3, worker.output())
         self.assertIn("shutdown deadline", worker.output())
@@ -156,7 +168,7 @@ class CommandProcessTests(DurableWorkflowTestMixin, TransactionTestCase):
         order = Order.objects.create(customer="quit")
         worker = self.launch("--shutdown-timeout", "60")
         handle = self.durable_client.start_workflow("shop.slow_touch", order.pk, 60.0, task_queue="shop")
-        self.wait_activity_started(handle)
+        self.wait_activity_started(handle, worker)
         worker.proc.send_signal(signal.SIGQUIT)
         self.assertEqual(worker.wait_exit(30), 4, worker.output())
 
