@@ -87,4 +87,27 @@ def test_each_history_replays_byte_equal_cold_and_sticky_at_every_cut(runs: Dict
     every_cut(cls, [], events, "avro")
     cuts = [cut for cut in task_boundaries(events)[1:] if cut < len(events)]
     tasks = walk(cls, [], events, "avro", cuts)
-    assert tasks.resumed > 0 and tasks.declined == [], (cuts, tasks)
+    kinds = [(i, e["event_type"], (e.get("payload") or {}).get("sequence")) for i, e in enumerate(events)]
+    # A kept state may decline only a task woken by a selection's loser finishing after its group
+    # resolved (the unawaited child: its ChildRunCompleted lands anywhere, even last, as the machine's
+    # timing goes); the cold replay then takes that task, and it was checked byte-equal above.
+    unexplained = [cut for cut in tasks.declined if not _late_loser(events, cuts[cuts.index(cut) - 1], cut)]
+    assert tasks.resumed > 0 and unexplained == [], (cuts, tasks, kinds)
+
+
+def _late_loser(events: List[Dict[str, Any]], start: int, end: int) -> bool:
+    """``events[start:end]`` hold an outcome of a member that lost a selection resolved before it."""
+    for index in range(start, end):
+        sequence = (events[index].get("payload") or {}).get("sequence")
+        if events[index]["event_type"] not in ("ChildRunCompleted", "ActivityCompleted", "TimerFired"):
+            continue
+        for resolved in events[:index]:
+            p = resolved.get("payload") or {}
+            if resolved["event_type"] != "SelectionResolved" or not isinstance(sequence, int):
+                continue
+            base, size = p.get("selection_group_base_sequence"), p.get("selection_group_size")
+            won, won_size = p.get("member_base_sequence"), p.get("member_size")
+            if (isinstance(base, int) and isinstance(size, int) and base <= sequence < base + size
+                    and not (isinstance(won, int) and isinstance(won_size, int) and won <= sequence < won + won_size)):
+                return True
+    return False
