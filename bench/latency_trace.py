@@ -7,6 +7,12 @@ the handler thread's CPU time in between. Per workflow, each request in the chai
 ``label arrive..sent (cpu)`` in ms after the client called ``start_workflow``, as medians over the
 timed workflows, plus the count of each kind of request per workflow.
 
+Marks inside the requests (medians): when a request made work ready for a waiting poll
+(``notify``), when that poll had the engine lock back (``woken``), around each COMMIT
+(``committing``/``committed``) and when an answer began (``answering``); then per hop
+"notifier -> woken poll": notify..woken, woken..answered, and the notifier's answer minus the
+poll's (negative: the notifier answered first).
+
     python3 bench/latency_trace.py [--count 200] [--tree DIR] [--transport stdlib]
 
 ``--tree DIR``: run every process on another tree's ``sync_worker`` (a baseline, as
@@ -33,16 +39,51 @@ import devserver_throughput as bench  # noqa: E402
 
 def server_child(db: str, out: str) -> None:
     bench._pin(bench.SERVER_CORE)
-    from sync_worker.devserver import DevServer, app
+    from sync_worker.devserver import DevServer, app, engine, store
 
-    log: List[Tuple[str, str, int, int, float]] = []
+    log: List[Tuple[str, str, int, int, float, Dict[str, int]]] = []
     original = app._Handler._dispatch
+    local = threading.local()
 
     def traced(self: Any, method: str) -> None:
+        local.marks = marks = {}
         arrive, cpu = time.time_ns(), time.thread_time()
         original(self, method)
-        log.append((method, self.path, arrive, time.time_ns(), time.thread_time() - cpu))
+        log.append((method, self.path, arrive, time.time_ns(), time.thread_time() - cpu, marks))
 
+    def mark(name: str) -> None:  # the first time a request reached a point (wake-ups)
+        marks = getattr(local, "marks", None)
+        if marks is not None and name not in marks:
+            marks[name] = time.time_ns()
+
+    # Marks: a completion made work ready (``notify``, under the engine lock, before its commit);
+    # a waiting poll got the lock back after its wake-up (``woken``); this request committed a batch
+    # (``committing`` .. ``committed``, around the COMMIT); it began its answer (``answering``, before encoding).
+    produced, wait = engine.QueueWaiters.produced, engine.QueueWaiters.wait
+
+    def traced_produced(self: Any) -> None:
+        mark("notify")
+        produced(self)
+
+    def traced_wait(self: Any, timeout: float) -> None:
+        wait(self, timeout)
+        mark("woken")
+
+    flush, send = store.Store.flush, app._Handler._send
+
+    def traced_flush(self: Any) -> None:
+        mark("committing")
+        flush(self)
+        mark("committed")
+
+    def traced_send(self: Any, *args: Any, **kwargs: Any) -> None:
+        mark("answering")
+        send(self, *args, **kwargs)
+
+    store.Store.flush = traced_flush  # type: ignore[method-assign]
+    app._Handler._send = traced_send  # type: ignore[method-assign]
+    engine.QueueWaiters.produced = traced_produced  # type: ignore[method-assign]
+    engine.QueueWaiters.wait = traced_wait  # type: ignore[method-assign]
     app._Handler._dispatch = traced  # type: ignore[method-assign]
     profiles: List[Any] = []
     if os.environ.get("LATENCY_TRACE_PROFILE"):  # each handler thread's CPU profile, merged at the end
@@ -136,19 +177,33 @@ def main() -> None:
     os.unlink(out)
     os.rmdir(directory)
     steps: Dict[str, List[Tuple[float, float, float]]] = {}
+    marked: Dict[str, List[float]] = {}
+    hops: Dict[str, List[Tuple[float, float, float]]] = {}  # per woken poll (see the print)
     counts: Dict[str, int] = {}
     latencies = sorted((end - start) / 1e6 for start, end in windows)
     for start, end in windows:
         seen: Dict[str, int] = {}
-        for method, path, arrive, sent, cpu in sorted(log, key=lambda entry: entry[3]):
+        for method, path, arrive, sent, cpu, marks in sorted(log, key=lambda entry: entry[3]):
             if not start <= sent <= end:
                 continue
             name = label(method, path)
             seen[name] = seen.get(name, 0) + 1
             key = f"{name}#{seen[name]}"
             steps.setdefault(key, []).append(((max(arrive, start) - start) / 1e6, (sent - start) / 1e6, cpu * 1e3))
+            for point, at in marks.items():
+                marked.setdefault(f"{key} {point}", []).append((max(at, start) - start) / 1e6)
         for name, many in seen.items():
             counts[name] = counts.get(name, 0) + many
+        inside = [entry for entry in log if start <= entry[3] <= end]
+        notes = sorted((entry[5]["notify"], entry[3], label(entry[0], entry[1])) for entry in inside
+                       if "notify" in entry[5])
+        for method, path, _arrive, sent, _cpu, marks in inside:
+            woken = marks.get("woken")
+            before = [note for note in notes if note[0] <= woken] if woken is not None else []
+            if before:
+                notify, notifier_sent, notifier = before[-1]
+                hops.setdefault(f"{notifier} -> {label(method, path)}", []).append(
+                    ((woken - notify) / 1e6, (sent - woken) / 1e6, (notifier_sent - sent) / 1e6))
     print(f"{len(windows)} serial workflows: p50 {latencies[len(latencies) // 2]:.2f} ms, "
           f"p90 {latencies[int(len(latencies) * 0.9)]:.2f} ms")
     print("requests answered per workflow: " + ", ".join(
@@ -157,6 +212,16 @@ def main() -> None:
     for key, values in sorted(steps.items(), key=lambda item: statistics.median(v[1] for v in item[1])):
         print(f"  {key:<16} ({len(values):>4}) {statistics.median(v[0] for v in values):6.2f} .. "
               f"{statistics.median(v[1] for v in values):6.2f}  ({statistics.median(v[2] for v in values):.3f})")
+    print("marks (notify: a request made work ready, under the engine lock; woken: a waiting poll has the "
+          "lock back): median ms after start")
+    for key, points in sorted(marked.items(), key=lambda item: statistics.median(item[1])):
+        print(f"  {key:<24} ({len(points):>4}) {statistics.median(points):6.2f}")
+    print("hops (notifier -> woken poll), medians in ms: notify..woken (the rest of the notifier's "
+          "transaction + the switch), woken..answered (the poll's claim, commit, answer), "
+          "notifier answered - poll answered")
+    for key, values in sorted(hops.items()):
+        print(f"  {key:<28} ({len(values):>4}) {statistics.median(v[0] for v in values):6.3f} "
+              f"{statistics.median(v[1] for v in values):6.3f} {statistics.median(v[2] for v in values):+7.3f}")
 
 
 if __name__ == "__main__":
