@@ -99,24 +99,25 @@ class QueueWaiters:
 class RecentKeys:
     """A bounded map of the newest ``limit`` entries (the oldest goes first): a hint, never the truth.
 
-    The engine notes which execution each activity attempt it leased belongs to, so a report on the
-    attempt finds the row by its primary key; the reader checks the row it gets (a rolled-back
-    claim, or an entry for an attempt since replaced, is a miss and falls back to the index).
+    The engine keeps two: which execution each activity attempt it leased belongs to (a report on
+    the attempt finds the row by its primary key), and which task each poll leased (a retried poll
+    gets it again). Readers check what they get against the rows (a rolled-back transaction, or an
+    entry since replaced, is a miss).
     """
 
     __slots__ = ("_entries", "_limit")
 
     def __init__(self, limit: int = _POLL_RECORDS) -> None:
-        self._entries: Dict[str, str] = {}
+        self._entries: Dict[Any, Any] = {}
         self._limit = limit
 
-    def note(self, key: str, value: str) -> None:
+    def note(self, key: Any, value: Any) -> None:
         entries = self._entries
         if len(entries) >= self._limit:
             del entries[next(iter(entries))]  # the oldest
         entries[key] = value
 
-    def get(self, key: str) -> Optional[str]:
+    def get(self, key: Any) -> Any:
         return self._entries.get(key)
 
 
@@ -214,7 +215,7 @@ class Engine:
         self._history_waits: Dict[str, List[Any]] = {}
         self._last_order: Optional[int] = None  # the newest run's created_order, read once from the store
         #: ``(namespace, kind, poll_request_id)`` -> ``(task_id, attempt)`` the poll leased (see :meth:`remember_poll`)
-        self._polls: Dict[Tuple[str, str, str], Tuple[str, Any]] = {}
+        self._polls = RecentKeys()
         #: activity ``task_id`` -> ``execution_id``, for the attempts leased lately (see :class:`RecentKeys`)
         self.activity_tasks = RecentKeys()
         self.namespaces = tuple(n.lower() for n in config.namespaces) or ("default",)
@@ -294,14 +295,12 @@ class Engine:
         of the statements of an activity's poll + complete. The replay still checks the lease (same
         worker, same attempt), so a record whose transaction rolled back hands nothing out.
         """
-        polls = self._polls
-        if len(polls) >= _POLL_RECORDS:
-            del polls[next(iter(polls))]  # the oldest
-        polls[(namespace, kind, poll_id)] = (task_id, attempt)
+        self._polls.note((namespace, kind, poll_id), (task_id, attempt))
 
     def polled(self, namespace: str, kind: str, poll_id: str) -> Optional[Tuple[str, Any]]:
         """``(task_id, attempt)`` an earlier poll with this id leased, or ``None``."""
-        return self._polls.get((namespace, kind, poll_id))
+        found: Optional[Tuple[str, Any]] = self._polls.get((namespace, kind, poll_id))
+        return found
 
     # -- runs -------------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Optional[Row]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from sync_worker.cancel import CancelToken
 from sync_worker.errors import WorkerShutdown
@@ -148,3 +148,18 @@ class FakeClient:
     def fail_query_task(self, query_task_id: str, **kw: Any) -> Dict[str, Any]:
         self.record("fail_query", query_task_id, kw["failure"])
         return {}
+
+
+def in_thread(call: Callable[[], Any]) -> Tuple[threading.Thread, List[BaseException]]:
+    """``call`` on a started daemon thread; the list gets whatever it raised."""
+    raised: List[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as error:
+            raised.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, raised

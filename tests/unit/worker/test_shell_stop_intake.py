@@ -14,6 +14,8 @@ from sync_worker.runtime.backend import ThreadBackend
 from sync_worker.runtime.shell import RuntimeShell
 from sync_worker.runtime.status import StatusBoard, WorkerState
 
+from .fakes import in_thread
+
 
 class IntakeSource:
     """One critical intake loop that ends when its intake stops (as the long pollers do)."""
@@ -73,19 +75,9 @@ def _shell(calls: List[str], gate: Optional[AdmissionGate] = None) -> RuntimeShe
 
 def _supervised(shell: RuntimeShell) -> Tuple[threading.Thread, List[BaseException]]:
     """``begin``/``start`` here, then ``supervise`` on a thread; the list gets what it raised."""
-    raised: List[BaseException] = []
     shell.begin()
     shell.start()
-
-    def supervise() -> None:
-        try:
-            shell.supervise()
-        except BaseException as error:
-            raised.append(error)
-
-    thread = threading.Thread(target=supervise, daemon=True)
-    thread.start()
-    return thread, raised
+    return in_thread(shell.supervise)
 
 
 def test_stop_intake_marks_the_stop_lets_gate_waiters_go_and_stops_the_source() -> None:

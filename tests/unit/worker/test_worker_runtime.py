@@ -13,7 +13,7 @@ from sync_worker.errors import InvalidArgument, ServerError, ServerUnavailable
 from sync_worker.worker import InMemoryMetrics, ShutdownIncomplete, Worker, WorkerState
 from sync_worker.worker.workflow_tasks import WAITING_FOR_HISTORY_FAILURE
 
-from .fakes import TOKEN, FakeClient
+from .fakes import TOKEN, FakeClient, in_thread
 
 
 def activity_task(task_id: str, activity_type: str, *args: Any) -> Dict[str, Any]:
@@ -166,16 +166,7 @@ def test_loop_error_keeps_the_deregistration_error_as_cause() -> None:
 def test_a_poller_that_dies_fails_the_worker_at_once_not_at_the_next_supervisor_tick() -> None:
     client = FakeClient(fenced=False)
     worker = Worker(client, task_queue="q", activities=[echo])
-    outcome: List[BaseException] = []
-
-    def run() -> None:
-        try:
-            worker.run()
-        except BaseException as error:
-            outcome.append(error)
-
-    runner = threading.Thread(target=run, daemon=True)
-    runner.start()
+    runner, outcome = in_thread(worker.run)
     wait_for(lambda: worker.state is WorkerState.RUNNING and client.find("poll"))
     client.poll_errors.append(PollerCrash())  # the poller's next poll dies with it
     crashed = time.monotonic()
