@@ -46,8 +46,13 @@ from stage import stage  # noqa: E402
 
 def run_pytest(staged: Path, python: str, junit: Path, extra: List[str], env: Optional[Dict[str, str]] = None,
                plugins: Tuple[str, ...] = (), processes: int = 0) -> int:
-    # every test gets a limit (Celery's own unmarked tests have none; one of them hangs on real Celery too)
+    # every test gets a limit (Celery's own unmarked tests have none; one of them hangs on real Celery too).
+    # --tb=native: pytest's own traceback style re-parses the test file with ast.parse, and on CPython 3.11
+    # that raised "SystemError: AST constructor recursion depth mismatch" while formatting one failure in
+    # CI; the SystemError crashed that xdist process and ended the session with every later test unrun.
+    # Python's traceback module formats a failure without parsing anything.
     argv = [python, "-m", "pytest", *TEST_FILES, "-p", "no:cacheprovider", "-q", "-rfE", "--show-capture=no",
+            "--tb=native",
             "--timeout=300", "--rootdir", str(staged), "--durations=15",
             "-o", "junit_family=xunit2", f"--junitxml={junit}", *[a for p in plugins for a in ("-p", p)], *extra]
     if processes > 1:
