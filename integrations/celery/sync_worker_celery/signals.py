@@ -138,6 +138,11 @@ class Signal:
             except TypeError:
                 ref, is_weak = receiver, False
         with self._lock:
+            # Dead weak receivers go first (as Django's dispatcher clears them on connect): their key is an
+            # id(), and a new function object can get a dead one's id -- it would be taken for a receiver
+            # already connected and never called (Celery's suite met this: a test's local handler got the id
+            # of an earlier test's, and the signal never reached it).
+            self._receivers = [e for e in self._receivers if not e[3] or e[2]() is not None]
             if any(entry[0] == lookup for entry in self._receivers):
                 return
             self._receivers.append((lookup, skey, ref, is_weak))

@@ -148,6 +148,30 @@ class TestSignals:
         assert isinstance(responses[0][1], RuntimeError)
 
 
+    def test_a_receiver_with_a_dead_receivers_key_is_connected(self) -> None:
+        # A weak receiver that died leaves its key behind until pruned; a new receiver with the same key (the
+        # same dispatch_uid here; an id() that CPython reused for a new function object in Celery's suite)
+        # must be connected and called, not taken for the dead one.
+        import gc
+
+        signal = signals.Signal("test")
+        calls: List[str] = []
+
+        def first(**kwargs: Any) -> None:
+            calls.append("first")
+
+        signal.connect(first, dispatch_uid="handler")
+        del first
+        gc.collect()
+
+        def second(**kwargs: Any) -> None:
+            calls.append("second")
+
+        signal.connect(second, dispatch_uid="handler")
+        signal.send(sender=None)
+        assert calls == ["second"]
+
+
 class TestEager:
     def test_always_eager_runs_inline_with_retries_and_canvas(self, sample_app) -> None:
         from proj.tasks import add, explode, flaky, greet, tsum
