@@ -260,10 +260,15 @@ class _Handler(socketserver.StreamRequestHandler):
                               plane=plane, body=body, params=params, client_connected=self._client_connected,
                               respond=None if self.close_connection else functools.partial(self._send_from,
                                                                                              extra_headers))
-            with engine.grouped():  # the answer leaves after the batch it depends on is committed
-                status, payload = handler(routes, request)
-            if payload is not ANSWERED:  # else a producer wrote it (``handoff``)
-                self._send(status, payload, extra_headers)
+            if plane == "worker" or (method == "POST" and path == "/api/workflows"):
+                engine.hold_answers()  # no worker-plane request nor start waits on a worker
+            try:
+                with engine.grouped():  # the answer leaves after the batch it depends on is committed
+                    status, payload = handler(routes, request)
+                if payload is not ANSWERED:  # else a producer wrote it (``handoff``)
+                    self._send(status, payload, extra_headers)
+            finally:
+                engine.release_answers()  # polls this request handed work to (``handoff``)
         except ApiError as exc:
             if not self._body_read:
                 self._discard_body(engine)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import namespaces
 from .clock import Clock, SystemClock
-from .handoff import EAGER_KINDS, QueueWaiters, hand_off
+from .handoff import EAGER_KINDS, Parked, QueueWaiters, hand_off
 from .store import Row, Store
 from .stranded import StrandedTypes
 from .util import TERMINAL_STATUSES, ApiError, iso, ordered_id
@@ -108,6 +108,7 @@ class _Transaction:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         engine = self._engine
         store = engine.store
+        served: List[Parked] = []
         try:
             if exc_type is not None:
                 store.end(False)
@@ -130,11 +131,18 @@ class _Transaction:
             if noted and not store.in_transaction:  # work made ready for parked polls: hand it off
                 local.noted = None  # (the claims' own transactions wake, if anything, at once)
                 try:
-                    hand_off(engine, noted)
+                    served = hand_off(engine, noted)
                 finally:
                     local.noted = []
         finally:
             engine.lock.release()
+        if served:  # committed: answer the polls (after this request's own answer when it holds them)
+            held = getattr(engine._local, "held", None)
+            if held is not None:
+                held.extend(served)
+            else:
+                for entry in served:
+                    entry.deliver()
 
 
 class _Grouped:
@@ -213,6 +221,16 @@ class Engine:
         WAL, ``synchronous=NORMAL``).
         """
         return self._grouped
+
+    def hold_answers(self) -> None:
+        """This thread's request answers the polls it hands work to after its own answer
+        (:meth:`release_answers`); only for a request that never waits on a worker meanwhile."""
+        self._local.held = []
+
+    def release_answers(self) -> None:
+        held, self._local.held = getattr(self._local, "held", None), None
+        for entry in held or ():
+            entry.deliver()
 
     def flush(self) -> None:
         """Commit an open group-commit batch now (the scheduler's tick; stopping)."""

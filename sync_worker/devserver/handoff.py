@@ -5,8 +5,10 @@ makes ready is not announced at once: ``Engine.notify`` notes it and, when the o
 ends (still under the engine lock), offers each piece to the oldest parked poll (:func:`hand_off`):
 that poll's own claim runs in the producing thread, in a transaction of its own joined to the
 producer's batch, with the same lease rows and events the poll would write after a wake-up. The
-producer commits and writes the poll's answer on the poll's connection itself, before its own
-answer; the parked poll wakes to find it answered (and sends nothing).
+producer commits and writes the poll's answer on the poll's connection itself, right after its own
+answer on a worker-plane request or a start (``Engine.hold_answers``: the receiver of the first
+answer is up first; a poll answered first made the worker and client slower to take theirs), else
+as soon as the transaction let the lock go; the parked poll wakes to find it answered (and sends nothing).
 The serial chain loses the thread hop of each wake-up (the rest of the notifier's transaction, its
 commit and answer before the woken poll had the core) and one transaction.
 
@@ -133,14 +135,14 @@ class QueueWaiters:
         return None
 
 
-def hand_off(engine: Engine, noted: List[Tuple[str, str, str]]) -> None:
+def hand_off(engine: Engine, noted: List[Tuple[str, str, str]]) -> List[Parked]:
     """Offer each piece of work a transaction made ready to the oldest parked poll of its queue.
 
     The caller holds the engine lock and has just ended its outermost transaction (committed, or
     left in an open group-commit batch). Each claim runs in a transaction of its own, joined to
-    that batch; when a poll was served the batch is committed here, then the answers are written
-    (before the producer's own answer: they carry the chain on). A commit that fails answers the
-    served polls with an error, never with the task. Every piece not handed off wakes a poll as before.
+    that batch; when a poll was served the batch is committed here, and the served polls are returned
+    for the caller to answer (:meth:`Parked.deliver`, after it let the lock go). A commit that fails
+    answers them with an error, never with the task. Every piece not handed off wakes a poll as before.
     """
     served: List[Parked] = []
     for key in noted:
@@ -164,13 +166,11 @@ def hand_off(engine: Engine, noted: List[Tuple[str, str, str]]) -> None:
         entry.cond.notify()
         waiting.handed_off += 1
         served.append(entry)
-    if not served:
-        return
-    try:
-        engine.store.flush()
-    except BaseException:
-        for entry in served:
-            entry.refuse()
-        raise
-    for entry in served:
-        entry.deliver()
+    if served:
+        try:
+            engine.store.flush()
+        except BaseException:
+            for entry in served:
+                entry.refuse()
+            raise
+    return served
