@@ -8,10 +8,7 @@ the handler thread's CPU time in between. Per workflow, each request in the chai
 timed workflows, plus the count of each kind of request per workflow.
 
 Marks inside the requests (medians): when a request made work ready for a waiting poll
-(``notify``), when that poll had the engine lock back (``woken``), when a request began to hand
-its new work to parked polls and had written their answers (``handing``/``handed``: the eager
-hand-off; ``delivering``: the producer began writing a served poll's answer; such a poll is
-logged when its own thread returns, after that), around each COMMIT
+(``notify``), when that poll had the engine lock back (``woken``), around each COMMIT
 (``committing``/``committed``) and when an answer began (``answering``); then per hop
 "notifier -> woken poll": notify..woken, woken..answered, and the notifier's answer minus the
 poll's (negative: the notifier answered first).
@@ -68,19 +65,9 @@ def server_child(db: str, out: str) -> None:
         mark("notify")
         produced(self)
 
-    def traced_wait(self: Any, timeout: float, *args: Any) -> Any:
-        found = wait(self, timeout, *args)
+    def traced_wait(self: Any, timeout: float) -> None:
+        wait(self, timeout)
         mark("woken")
-        return found
-
-    hand_off = getattr(engine, "hand_off", None)  # the eager hand-off (trees since the 'eager' round)
-
-    def traced_hand_off(*args: Any) -> Any:
-        mark("handing")  # a request's transaction ended with work for parked polls
-        assert hand_off is not None
-        served = hand_off(*args)
-        mark("handed")  # claimed for them and committed (answered after, see ``Engine.hold_answers``)
-        return served
 
     flush, send = store.Store.flush, app._Handler._send
 
@@ -97,17 +84,6 @@ def server_child(db: str, out: str) -> None:
     app._Handler._send = traced_send  # type: ignore[method-assign]
     engine.QueueWaiters.produced = traced_produced  # type: ignore[method-assign]
     engine.QueueWaiters.wait = traced_wait  # type: ignore[method-assign]
-    if hand_off is not None:
-        engine.hand_off = traced_hand_off  # type: ignore[attr-defined]
-        from sync_worker.devserver import handoff
-
-        deliver = handoff.Parked.deliver
-
-        def traced_deliver(self: Any) -> None:
-            mark("delivering")  # the producer writes a served poll's answer
-            deliver(self)
-
-        handoff.Parked.deliver = traced_deliver  # type: ignore[method-assign]
     app._Handler._dispatch = traced  # type: ignore[method-assign]
     profiles: List[Any] = []
     if os.environ.get("LATENCY_TRACE_PROFILE"):  # each handler thread's CPU profile, merged at the end

@@ -19,7 +19,6 @@ from .admission import PROTOCOL_HEADER, admit
 from .clock import Clock, SystemClock
 from .encoding import encode_body
 from .engine import Config, Engine
-from .handoff import ANSWERED
 from .payload_checks import plain_json_arguments
 from .queries import QueryBroker
 from .routes import Request, Routes
@@ -148,11 +147,6 @@ class _Handler(socketserver.StreamRequestHandler):
         self.connection.sendall(response(status, encode_body(body), headers=(headers or {}).items(),
                                          close=self.close_connection))
 
-    def _send_from(self, headers: Dict[str, str], status: int, body: Any) -> None:
-        """An answer written by another thread (a producer handing this parked poll its task); this
-        connection stays open (keep-alive: the poll's own thread goes back to reading requests)."""
-        self.connection.sendall(response(status, encode_body(body), headers=headers.items(), close=False))
-
     def _read_body(self, engine: Engine) -> Dict[str, Any]:
         length = self.content_length
         if length > engine.config.max_request_bytes:
@@ -257,18 +251,10 @@ class _Handler(socketserver.StreamRequestHandler):
                     raise ApiError(405, "method_not_allowed", f"{method} is not allowed on {path}")
                 raise ApiError(404, "route_not_found", f"no route for {method} {path}")
             request = Request(method=method, path=path, query=query, headers=self.headers, namespace=namespace,
-                              plane=plane, body=body, params=params, client_connected=self._client_connected,
-                              respond=None if self.close_connection else functools.partial(self._send_from,
-                                                                                             extra_headers))
-            if plane == "worker" or (method == "POST" and path == "/api/workflows"):
-                engine.hold_answers()  # no worker-plane request nor start waits on a worker
-            try:
-                with engine.grouped():  # the answer leaves after the batch it depends on is committed
-                    status, payload = handler(routes, request)
-                if payload is not ANSWERED:  # else a producer wrote it (``handoff``)
-                    self._send(status, payload, extra_headers)
-            finally:
-                engine.release_answers()  # polls this request handed work to (``handoff``)
+                              plane=plane, body=body, params=params, client_connected=self._client_connected)
+            with engine.grouped():  # the answer leaves after the batch it depends on is committed
+                status, payload = handler(routes, request)
+            self._send(status, payload, extra_headers)
         except ApiError as exc:
             if not self._body_read:
                 self._discard_body(engine)

@@ -1,9 +1,9 @@
 """The engine core: configuration, the single state lock, transactions, runs, history, wake rule.
 
 Every state change happens inside :meth:`Engine.tx` (the lock plus one SQLite transaction),
-so an operation that raises half way leaves nothing behind. Long polls wait on
-their queue's :class:`~.handoff.QueueWaiters` (conditions on the same lock, which ``wait`` releases);
-producers ``notify`` it when they make work ready, or hand the work to a parked poll (``handoff``).
+so an operation that raises half way leaves nothing behind. Long polls wait on a
+:class:`threading.Condition` per ``(namespace, kind, queue)`` that shares the same lock, which
+``wait`` releases; producers ``notify`` the matching condition when they make work ready.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import namespaces
 from .clock import Clock, SystemClock
-from .handoff import EAGER_KINDS, Parked, QueueWaiters, hand_off
 from .store import Row, Store
 from .stranded import StrandedTypes
 from .util import TERMINAL_STATUSES, ApiError, iso, ordered_id
@@ -55,6 +54,46 @@ class Config:
     trace_context: bool = False
     #: let concurrent requests share one COMMIT (see :meth:`Engine.grouped`); off: one per transaction
     group_commit: bool = True
+
+
+class QueueWaiters:
+    """The long polls waiting on one ``(namespace, kind, queue)``, and the hand-off of wake-ups.
+
+    Each piece of work made ready wakes one waiting poll (``notify(1)``), not all of them: with
+    several pollers per queue, waking every one made each new task cost a thundering herd of
+    thread switches and claim queries on the server's core, and the poll that won waited behind
+    the others. A woken poll that then finds nothing it can take (another poll came in first,
+    the task is for types or a session it does not serve, its client left, or its own wait
+    timed out as the wake-up reached it) passes the wake-up on to every waiter, at most once per
+    wake-up produced (:meth:`pass_on`), so nothing ready is left waiting for a poll's timeout.
+    Callers hold the engine lock (the condition's lock).
+    """
+
+    __slots__ = ("cond", "generation", "parked", "passed_on")
+
+    def __init__(self, cond: threading.Condition) -> None:
+        self.cond = cond
+        self.generation = 0  # wake-ups produced on this queue
+        self.passed_on = 0  # the newest generation already handed to every waiter
+        self.parked = 0  # polls waiting now
+
+    def wait(self, timeout: float) -> None:
+        self.parked += 1
+        try:
+            self.cond.wait(timeout)
+        finally:
+            self.parked -= 1
+
+    def produced(self) -> None:
+        self.generation += 1
+        self.cond.notify(1)
+
+    def pass_on(self, seen: int) -> None:
+        """A poll that waited since generation ``seen`` takes nothing: hand any wake-up produced
+        meanwhile to all the other waiters (once per generation)."""
+        if self.generation != seen and self.passed_on < self.generation:
+            self.passed_on = self.generation
+            self.cond.notify_all()
 
 
 class RecentKeys:
@@ -108,15 +147,9 @@ class _Transaction:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         engine = self._engine
         store = engine.store
-        served: List[Parked] = []
         try:
             if exc_type is not None:
                 store.end(False)
-                noted = getattr(engine._local, "noted", None)
-                if noted and not store.in_transaction:  # rolled back: wake as before, nothing to hand off
-                    engine._local.noted = []
-                    for key in noted:
-                        engine.waiters(*key).produced()
                 if store.batch_open:  # an error answer may rest on what the open batch holds
                     engine._local.batch = store.batch_id
                 return
@@ -127,22 +160,8 @@ class _Transaction:
                 local.batch = store.batch_id
             elif engine.on_commit is not None:
                 engine.on_commit()
-            noted = getattr(local, "noted", None)
-            if noted and not store.in_transaction:  # work made ready for parked polls: hand it off
-                local.noted = None  # (the claims' own transactions wake, if anything, at once)
-                try:
-                    served = hand_off(engine, noted)
-                finally:
-                    local.noted = []
         finally:
             engine.lock.release()
-        if served:  # committed: answer the polls (after this request's own answer when it holds them)
-            held = getattr(engine._local, "held", None)
-            if held is not None:
-                held.extend(served)
-            else:
-                for entry in served:
-                    entry.deliver()
 
 
 class _Grouped:
@@ -156,12 +175,11 @@ class _Grouped:
     def __enter__(self) -> None:
         engine = self._engine
         local = engine._local
-        local.defer, local.batch, local.noted = engine.config.group_commit, None, []
+        local.defer, local.batch = engine.config.group_commit, None
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         engine = self._engine
         local = engine._local
-        local.noted = None
         local.defer = False
         batch, local.batch = local.batch, None
         store = engine.store
@@ -222,16 +240,6 @@ class Engine:
         """
         return self._grouped
 
-    def hold_answers(self) -> None:
-        """This thread's request answers the polls it hands work to after its own answer
-        (:meth:`release_answers`); only for a request that never waits on a worker meanwhile."""
-        self._local.held = []
-
-    def release_answers(self) -> None:
-        held, self._local.held = getattr(self._local, "held", None), None
-        for entry in held or ():
-            entry.deliver()
-
     def flush(self) -> None:
         """Commit an open group-commit batch now (the scheduler's tick; stopping)."""
         with self.lock:
@@ -242,24 +250,12 @@ class Engine:
         with self.lock:
             found = self._conditions.get(key)
             if found is None:
-                found = QueueWaiters(self.lock)
+                found = QueueWaiters(threading.Condition(self.lock))
                 self._conditions[key] = found
             return found
 
-    def queue_waiters(self, key: Tuple[str, str, str]) -> Optional[QueueWaiters]:
-        return self._conditions.get(key)
-
     def notify(self, namespace: str, kind: str, queue: str) -> None:
-        """Work became ready on a queue: wake ONE long poll waiting on it (see :class:`QueueWaiters`).
-
-        Inside a request's transaction (:meth:`grouped`, :meth:`tx`) a workflow or activity task is
-        noted instead, and offered to a parked poll when the outermost transaction ends
-        (``handoff.hand_off``), else woken then.
-        """
-        noted = getattr(self._local, "noted", None)
-        if noted is not None and kind in EAGER_KINDS and self.store.in_transaction:
-            noted.append((namespace, kind, queue))
-            return
+        """Work became ready on a queue: wake ONE long poll waiting on it (see :class:`QueueWaiters`)."""
         with self.lock:
             found = self._conditions.get((namespace, kind, queue))
             if found is not None:
@@ -268,7 +264,7 @@ class Engine:
     def notify_everyone(self) -> None:
         with self.lock:
             for found in self._conditions.values():
-                found.wake_all()
+                found.cond.notify_all()
             for entry in self._history_waits.values():
                 entry[0].notify_all()
 

@@ -24,7 +24,6 @@ from . import (
 )
 from .discovery import cluster_info, server_capabilities
 from .engine import Engine
-from .handoff import ANSWERED, EAGER_KINDS, Parked
 from .queries import QueryBroker
 from .update_validation import ValidationBroker, multiplexed
 from .util import TERMINAL_STATUSES, ApiError, iso, require_str
@@ -42,9 +41,6 @@ class Request:
     params: Dict[str, str] = field(default_factory=dict)
     #: whether the client is still connected (a long poll must not lease work to a caller that left)
     client_connected: Callable[[], bool] = lambda: True
-    #: writes an answer ``(status, body)`` on this request's connection from another thread (a producer
-    #: handing a long poll its task: ``handoff``); ``None`` where that cannot be done
-    respond: Optional[Callable[[int, Any], None]] = None
 
 
 Handler = Callable[["Routes", Request], Tuple[int, Any]]
@@ -104,27 +100,6 @@ class Routes:
         poll_id = req.body.get("poll_request_id")
         deadline = time.monotonic() + timeout
         envelope = {"protocol_version": WORKER_PROTOCOL_VERSION, "server_capabilities": server_capabilities(engine)}
-
-        def take() -> Optional[Dict[str, Any]]:
-            """This poll's round, run by a producer on its behalf while it waits (``handoff.hand_off``):
-            the producer holds the lock and a transaction. ``None``: the poll is woken to see for itself."""
-            if not req.client_connected():
-                return None
-            worker = workers.lookup(engine, req.namespace, worker_id)
-            if worker is not None and worker["status"] != "active":
-                return None
-            types = routing.types_for(worker, kind)
-            if routing.poll_refusal(kind, types) is not None:
-                return None
-            task = claim(queue, worker_id, page_size, types)
-            if task is None:
-                return None
-            if isinstance(poll_id, str) and replay is not None and "task_id" in task:
-                engine.remember_poll(req.namespace, kind, poll_id, task["task_id"], task.get("workflow_task_attempt"))
-            return {"task": task, **envelope, "server_time": iso(engine.now())}
-
-        parked = Parked(engine.lock, take, req.respond) if kind in EAGER_KINDS and req.respond is not None \
-            else None
         with engine.lock:  # one acquisition per poll (contended locks cost a context switch each)
             waiting = engine.waiters(req.namespace, kind, queue)
             first = True
@@ -172,8 +147,7 @@ class Routes:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return {"task": None, "poll_status": "timeout", **envelope, "server_time": iso(engine.now())}
-                if waiting.wait(remaining, parked).answer is not None:
-                    return ANSWERED  # a producer claimed for this poll and writes its answer
+                waiting.wait(remaining)
 
 
 def _json(status: int, body: Any) -> Tuple[int, Any]:

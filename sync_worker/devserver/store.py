@@ -211,10 +211,6 @@ class Store:
             self._conn.close()  # the last connection to close checkpoints and removes the WAL
 
     # -- transactions -------------------------------------------------------------------
-    @property
-    def in_transaction(self) -> bool:
-        return self._depth > 0
-
     def begin(self) -> None:
         with self._lock:
             if self._depth == 0:
