@@ -33,7 +33,7 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from . import current, mark_forking_parent, start
 from .handle import EmbeddedWorkers
@@ -96,7 +96,7 @@ def start_in_worker(worker: Any) -> EmbeddedWorkers:
 
     signal.signal(signal.SIGTERM, on_term)
     signal.siginterrupt(signal.SIGTERM, False)  # as gunicorn set it: do not break in-flight requests
-    quit_handlers = {s: signal.getsignal(s) for s in (signal.SIGQUIT, signal.SIGINT)}
+    quit_handlers: Dict[int, Any] = {int(s): signal.getsignal(s) for s in (signal.SIGQUIT, signal.SIGINT)}
 
     def on_quit(signum: int, frame: Any) -> None:  # flags first: gunicorn's handler may never return
         handle.request_drain(budget, cold=True)

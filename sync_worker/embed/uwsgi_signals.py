@@ -39,7 +39,7 @@ import select
 import signal
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .handle import EmbeddedWorkers
 
@@ -48,10 +48,12 @@ __all__ = ["STOP_SIGNALS", "arm"]
 logger = logging.getLogger("sync_worker.embed.uwsgi")
 
 #: What the uWSGI master sends a web worker: SIGHUP (graceful reload), SIGINT (shutdown), SIGTERM (brutal reload).
-STOP_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS: Tuple[int, ...] = (int(signal.SIGHUP), int(signal.SIGINT), int(signal.SIGTERM))
 
 _ACTION_BYTES = 512  # glibc x86-64 needs 152, macOS 16: room for any libc's struct sigaction
 _POLL_FAST, _POLL_SLOW, _FAST_FOR = 0.01, 0.2, 5.0
+#: uWSGI installs its handlers right after the postfork hooks or a lazy app's import; stop looking after this.
+_TAKE_OVER_FOR = 120.0
 
 
 class _Sigaction:
@@ -129,11 +131,15 @@ class _Watcher:
         while True:
             if self._pending:
                 self._take_over()
+            waited = time.monotonic() - self._started
+            if self._pending and waited >= _TAKE_OVER_FOR:
+                logger.warning("pid %d: uWSGI installed no handler of signal(s) %s within %.0f s; they stay with "
+                               "the embedding and are handed to the handlers found at setup()", os.getpid(),
+                               self._pending, _TAKE_OVER_FOR)
+                self._pending = []
+            timeout: Optional[float] = None  # nothing to look for: sleep until a signal
             if self._pending:
-                fast = time.monotonic() - self._started < _FAST_FOR
-                timeout: Optional[float] = _POLL_FAST if fast else _POLL_SLOW
-            else:
-                timeout = None
+                timeout = _POLL_FAST if waited < _FAST_FOR else _POLL_SLOW
             got = self._signals(timeout)
             if got:
                 return got[0]

@@ -121,9 +121,10 @@ def test_graceful_reload_drains_old_workers_and_registers_new_ones(devserver: An
 BUSY_STOPS = {"SIGINT": "stop", "SIGTERM": "stop", "SIGQUIT": "reload", "SIGHUP": "reload"}
 
 
-@pytest.mark.parametrize("stop", sorted(BUSY_STOPS))
-def test_web_workers_busy_with_a_request_still_drain_and_deregister(stop: str, devserver: Any, client: Any,
-                                                                   queue: str, markers: Path,
+@pytest.mark.parametrize("stop,mode", [*((s, "preforking") for s in sorted(BUSY_STOPS)),
+                                       ("SIGINT", "lazy-apps"), ("SIGHUP", "lazy-apps")])
+def test_web_workers_busy_with_a_request_still_drain_and_deregister(stop: str, mode: str, devserver: Any,
+                                                                   client: Any, queue: str, markers: Path,
                                                                    tmp_path: Path) -> None:
     """The stop reaches both web workers in the middle of a slow request, one of them also running an
     activity. uWSGI's Python plugin runs no atexit hook in a worker busy with a request, so the drain
@@ -132,7 +133,8 @@ def test_web_workers_busy_with_a_request_still_drain_and_deregister(stop: str, d
     in flight when uWSGI's own handler ended the process."""
     signum = getattr(signal, stop)
     graceful = stop == "SIGHUP"
-    with _server(devserver, queue, markers, tmp_path) as server:
+    extra = ["--lazy-apps"] if mode == "lazy-apps" else []
+    with _server(devserver, queue, markers, tmp_path, *extra) as server:
         old = _two_registered(client, queue, server)
         handle = client.start_workflow("embed.flow", "busy", 3.0, task_queue=queue)
         runner = wait_for(lambda: marker(markers, "busy.1.start"), 20, "the activity started")
