@@ -100,12 +100,12 @@ class _Watcher:
         self._started = time.monotonic()
 
     def run(self) -> None:
+        signum = 0
         try:
             signum = self._wait_for_stop()
             self._drain(signum)
-        except Exception:  # never leave the process without its stop handlers
+        except Exception:  # never leave the process without its stop handlers, nor lose the signal
             logger.exception("pid %d: the stop-signal watcher failed; handing the signals back to uWSGI", os.getpid())
-            signum = 0
         self._hand_back(signum)
 
     def _take_over(self) -> None:
