@@ -9,7 +9,10 @@ In ``gunicorn.conf.py``::
   worker class, after gevent patched the process) builds the workers from the factory and
   starts them: greenlets under ``-k gevent``, threads under ``sync`` and ``gthread``. It also
   chains a flag-only SIGTERM handler, so the drain starts the moment gunicorn asks the worker
-  to stop (readiness turns false at once) while in-flight requests finish.
+  to stop (readiness turns false at once) while in-flight requests finish, and flag-only
+  SIGQUIT/SIGINT handlers that turn it cold before gunicorn's own quick-exit handler runs (the
+  gthread worker's can block for good when the signal lands while its main thread holds the
+  thread pool's lock, so ``worker_int`` would never be called).
 * ``worker_exit`` (after the web worker's loop ended: SIGTERM, SIGHUP reload, ``max_requests``
   recycling) waits for the drain, started there if no signal started it, within
   ``min(graceful_timeout, timeout)`` minus a second, then the process exits. Work still
@@ -30,7 +33,7 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from . import current, mark_forking_parent, start
 from .handle import EmbeddedWorkers
@@ -93,6 +96,16 @@ def start_in_worker(worker: Any) -> EmbeddedWorkers:
 
     signal.signal(signal.SIGTERM, on_term)
     signal.siginterrupt(signal.SIGTERM, False)  # as gunicorn set it: do not break in-flight requests
+    quit_handlers: Dict[int, Any] = {int(s): signal.getsignal(s) for s in (signal.SIGQUIT, signal.SIGINT)}
+
+    def on_quit(signum: int, frame: Any) -> None:  # flags first: gunicorn's handler may never return
+        handle.request_drain(budget, cold=True)
+        previous_quit = quit_handlers.get(signum)
+        if callable(previous_quit):
+            previous_quit(signum, frame)
+
+    for signum in quit_handlers:
+        signal.signal(signum, on_quit)
     log = getattr(worker, "log", None)
     if log is not None:
         log.info("sync-worker: embedded workers %s in pid %s (%s)", handle.mode, os.getpid(),

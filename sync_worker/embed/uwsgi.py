@@ -31,7 +31,7 @@ import signal
 import threading
 from typing import Any, Callable, Optional
 
-from . import current, mark_forking_parent, start
+from . import current, mark_forking_parent, start, uwsgi_signals
 from .errors import EmbedConfigError
 
 __all__ = ["check_threads", "drain_budget", "mule", "setup"]
@@ -101,12 +101,14 @@ def _start_in_web_worker() -> None:
     if _role(uwsgi) != "worker" or current() is not None:
         return
     handle = start(_factory)
-    logger.info("uWSGI worker %s (pid %d): embedded workers %s", uwsgi.worker_id(), os.getpid(), handle.mode)
+    armed = uwsgi_signals.arm(handle, drain_budget)
+    logger.info("uWSGI worker %s (pid %d): embedded workers %s%s", uwsgi.worker_id(), os.getpid(), handle.mode,
+                "; they drain on the stop signal, before uWSGI acts on it" if armed else "")
 
 
 def _drain_here() -> None:
     handle = current()
-    if handle is None:
+    if handle is None or handle.mode == "stopped":  # none, or drained on the stop signal already
         return
     budget = drain_budget()
     clean = handle.stop(budget)

@@ -133,6 +133,46 @@ def test_sighup_reload_drains_old_workers_and_registers_new_ones(worker_class: s
         assert server.get("/readyz")[0] == 200
 
 
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("worker_class", CLASSES)
+def test_web_workers_busy_with_a_request_past_the_graceful_timeout_still_deregister(
+        worker_class: str, stop: str, devserver: Any, client: Any, queue: str, markers: Path, tmp_path: Path) -> None:
+    """The stop reaches the web worker running an activity in the middle of a request that outlives
+    graceful_timeout (6 s), so gunicorn's worker_exit hook never runs there: the master kills the
+    worker. SIGTERM (graceful): the drain started by the signal ends the activity in that process
+    and deregisters before the kill. SIGINT (quick: SIGQUIT to the workers, whose handler raises
+    SystemExit in the request, so worker_exit runs with a cold drain): the activity is abandoned
+    without a report and that worker keeps its registration, as every cold stop does (the server
+    recovers the lease; the retry completes the run); the other web worker deregisters."""
+    graceful = stop == "SIGTERM"
+    with _server(devserver, queue, markers, tmp_path, worker_class, EMBED_GRACEFUL_TIMEOUT="6") as server:
+        old = _two_registered(client, queue, server)
+        handle = client.start_workflow("embed.flow", "busy", 3.0, task_queue=queue)
+        runner = wait_for(lambda: marker(markers, "busy.1.start"), 20, "the activity started")
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            requests = [pool.submit(server.get, "/?sleep=30&mark=req", 40) for _ in range(8)]
+            wait_for(lambda: marker(markers, f"req.{runner}") == runner, 20,
+                     "the web worker running the activity busy with a request")
+            signalled = time.monotonic()
+            server.signal(getattr(signal, stop))
+            server.wait(30)
+            elapsed = time.monotonic() - signalled
+            answers = [f.exception() or f.result() for f in requests]
+        log = server.log()
+        assert elapsed < 12, f"took {elapsed:.1f} s, graceful_timeout is 6 s\n{log[-5000:]}"
+        assert not [a for a in answers if isinstance(a, tuple) and a[0] == 200], answers  # none outlived its worker
+        assert not any(alive(p) for p in old)
+        statuses = {int(w["process_metrics"]["process_id"]): w["status"] for w in registrations(client, queue)}
+        if graceful:
+            assert all(statuses[p] == "deregistered" for p in old), (statuses, log[-5000:])
+            assert marker(markers, "busy.1.done") == runner, log[-5000:]
+        else:
+            assert statuses == {p: "active" if p == runner else "deregistered" for p in old}, (statuses, log[-5000:])
+            assert "it was abandoned without reporting and the registration is kept" in log
+    result = _finish_with_local_worker(client, queue, handle.workflow_id)
+    assert result == ({"pid": runner, "attempt": 1} if graceful else {"pid": os.getpid(), "attempt": 2}), result
+
+
 @pytest.mark.parametrize("worker_class", CLASSES)
 def test_kill_9_of_a_web_worker_mid_activity_is_retried_and_completes(worker_class: str, devserver: Any,
                                                                       client: Any, queue: str, markers: Path,

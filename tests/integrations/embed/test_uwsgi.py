@@ -115,6 +115,60 @@ def test_graceful_reload_drains_old_workers_and_registers_new_ones(devserver: An
         assert client.start_workflow("embed.flow", "after", 0.2, task_queue=queue).result(timeout=30)["pid"] in new
 
 
+# How the master passes each signal on with --die-on-term (uwsgi_argv): SIGINT and SIGTERM shut
+# down (SIGINT to each web worker: exit at once), SIGQUIT reloads brutally (SIGTERM to each web
+# worker: exit at once), SIGHUP reloads gracefully (SIGHUP: end the request in flight, then exit).
+BUSY_STOPS = {"SIGINT": "stop", "SIGTERM": "stop", "SIGQUIT": "reload", "SIGHUP": "reload"}
+
+
+@pytest.mark.parametrize("stop,mode", [*((s, "preforking") for s in sorted(BUSY_STOPS)),
+                                       ("SIGINT", "lazy-apps"), ("SIGHUP", "lazy-apps")])
+def test_web_workers_busy_with_a_request_still_drain_and_deregister(stop: str, mode: str, devserver: Any,
+                                                                   client: Any, queue: str, markers: Path,
+                                                                   tmp_path: Path) -> None:
+    """The stop reaches both web workers in the middle of a slow request, one of them also running an
+    activity. uWSGI's Python plugin runs no atexit hook in a worker busy with a request, so the drain
+    and deregistration must not depend on one: the activity ends in the process that started it, every
+    old registration is deregistered, and (for the stops that exit at once) the requests were still
+    in flight when uWSGI's own handler ended the process."""
+    signum = getattr(signal, stop)
+    graceful = stop == "SIGHUP"
+    extra = ["--lazy-apps"] if mode == "lazy-apps" else []
+    with _server(devserver, queue, markers, tmp_path, *extra) as server:
+        old = _two_registered(client, queue, server)
+        handle = client.start_workflow("embed.flow", "busy", 3.0, task_queue=queue)
+        runner = wait_for(lambda: marker(markers, "busy.1.start"), 20, "the activity started")
+        seconds = 5 if graceful else 20  # a graceful reload lets the request end (within worker-reload-mercy 15)
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            requests = [pool.submit(server.get, f"/?sleep={seconds}&mark=req", 40) for _ in old]
+            wait_for(lambda: all(marker(markers, f"req.{p}") == p for p in old), 20,
+                     "both web workers busy with a request")
+            signalled = time.monotonic()
+            server.signal(signum)
+            if BUSY_STOPS[stop] == "stop":
+                assert server.wait(30) == 0, server.log()[-5000:]
+                assert time.monotonic() - signalled < 15, server.log()[-5000:]
+            else:
+                wait_for(lambda: (lambda n: len(n) == 2)([p for p in active_pids(client, queue) if p not in old]),
+                         40, "two new registrations")
+            answers = [f.exception() or f.result() for f in requests]
+        log = server.log()
+        if graceful:
+            assert all(isinstance(a, tuple) for a in answers), answers  # the requests ended first
+            assert sorted(answers) == [(200, f"hello from {p}\n".encode()) for p in old], answers
+        else:  # uWSGI ended the processes in the middle of the requests, after the drain
+            assert all(isinstance(a, BaseException) for a in answers), answers
+        assert marker(markers, "busy.1.done") == runner, log[-5000:]
+        for pid in old:
+            assert f"pid {pid}: embedded workers drained and deregistered" in log, log[-5000:]
+        statuses = {int(w["process_metrics"]["process_id"]): w["status"] for w in registrations(client, queue)}
+        assert all(statuses[p] == "deregistered" for p in old), statuses
+        if BUSY_STOPS[stop] == "reload":
+            assert handle.result(timeout=30) == {"pid": runner, "attempt": 1}
+    if BUSY_STOPS[stop] == "stop":
+        assert _finish_with_local_worker(client, queue, handle.workflow_id) == {"pid": runner, "attempt": 1}
+
+
 def test_kill_9_of_a_web_worker_mid_activity_is_retried_and_completes(devserver: Any, client: Any, queue: str,
                                                                       markers: Path, tmp_path: Path) -> None:
     with _server(devserver, queue, markers, tmp_path) as server:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from typing import Any, Dict, List
+from urllib.parse import parse_qs
 
 from sync_worker import activity, workflow
 from sync_worker.embed import HealthMiddleware
@@ -59,7 +60,11 @@ def build_two(client: Any, concurrency: int) -> List[Worker]:
 
 
 def _hello(environ: Dict[str, Any], start_response: Any) -> List[bytes]:
-    delay = float((environ.get("QUERY_STRING") or "").partition("sleep=")[2] or 0)
+    """``/?sleep=S`` answers after S seconds; ``&mark=NAME`` first leaves the marker ``NAME.<pid>``."""
+    query = parse_qs(environ.get("QUERY_STRING") or "")
+    if "mark" in query:
+        _mark(f"{query['mark'][0]}.{os.getpid()}")
+    delay = float(query.get("sleep", ["0"])[0])
     if delay:
         time.sleep(delay)
     body = f"hello from {os.getpid()}\n".encode("ascii")
