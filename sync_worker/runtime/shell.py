@@ -44,6 +44,8 @@ SUPERVISOR_TICK_SECONDS = 5.0
 #: With a scheduler monitor its stamps are the progress ticks: this is the supervisor's backstop look.
 SUPERVISOR_BACKSTOP_SECONDS = 300.0
 
+#: How often the intake join looks for a cold stop (a poller may be running a task itself).
+INTAKE_JOIN_STEP_SECONDS = 0.1
 #: After the drain, how long an intake loop that ran a task itself still gets to end (it ends at once).
 INTAKE_AFTER_DRAIN_SECONDS = 1.0
 
@@ -345,10 +347,13 @@ class RuntimeShell:
         logger.info("%s %s stopping: draining %d task(s) within %.1f s", self.label, self.runtime_id,
                     self.inflight.count(), self.shutdown_timeout)
         intake = [loop for loop in self._loops if loop.intake]
-        grace = clock() + source.intake_grace()
-        for loop in intake:
-            if loop.handle is not None:
-                loop.handle.join(max(0.0, min(grace, deadline) - clock()))
+        grace = min(clock() + source.intake_grace(), deadline)
+        for loop in intake:  # a cold stop does not wait for a poller that runs a task itself
+            while loop.handle is not None and loop.handle.is_alive() and not self.cold.is_set():
+                left = grace - clock()
+                if left <= 0:
+                    break
+                loop.handle.join(min(left, INTAKE_JOIN_STEP_SECONDS))
         drained = self.inflight.wait_empty(deadline, tick=self.board.tick, interrupted=self.cold.is_set)
         if drained:  # a poller that ran its last task itself leaves right after it: let it
             for loop in intake:

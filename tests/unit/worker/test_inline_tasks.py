@@ -19,7 +19,7 @@ from sync_worker import activity
 from sync_worker.cancel import CancelToken
 from sync_worker.runtime.backend import ThreadBackend
 from sync_worker.runtime.metrics import NoopMetrics
-from sync_worker.runtime.shell import RuntimeShell
+from sync_worker.runtime.shell import RuntimeShell, ShutdownIncomplete
 from sync_worker.runtime.slots import SlotPool, admit
 from sync_worker.runtime.status import RoleTracker, StatusBoard
 from sync_worker.worker import Worker, WorkerState
@@ -175,9 +175,10 @@ class InlineSource(IntakeSource):
     """An intake loop that accepts one task, runs it itself (``spawn_task(..., here=True)``) and
     needs a moment after the task ended before the loop returns (a thread not scheduled at once)."""
 
-    def __init__(self, calls: List[str], release: threading.Event) -> None:
+    def __init__(self, calls: List[str], release: threading.Event, grace: float = 0.05) -> None:
         super().__init__(calls)
         self.release = release
+        self.grace = grace
         self.ran: List[str] = []
 
     def start(self, shell: RuntimeShell) -> None:
@@ -199,7 +200,7 @@ class InlineSource(IntakeSource):
         time.sleep(0.2)  # after the in-flight set is empty, before the loop is seen to end
 
     def intake_grace(self) -> float:
-        return 0.05  # the task outlasts it: the shell's first join of the loop gives up, the drain waits
+        return self.grace  # (0.05: the task outlasts it, the shell's first join of the loop gives up)
 
 
 def test_the_drain_lets_a_poller_that_ran_its_last_task_itself_end_cleanly() -> None:
@@ -219,3 +220,23 @@ def test_the_drain_lets_a_poller_that_ran_its_last_task_itself_end_cleanly() -> 
     stopper.join(10)
     assert raised == [] and source.ran == ["task"]
     assert calls[-2:] == ["wind_down", "close(clean=True)"] and shell.board.state is WorkerState.STOPPED
+
+
+def test_a_cold_stop_does_not_wait_for_a_poller_that_runs_a_task_itself() -> None:
+    calls: List[str] = []
+    release = threading.Event()
+    shell = RuntimeShell(label="worker", runtime_id="w-1", backend=ThreadBackend(),
+                         board=StatusBoard("w-1", "default", "q", time.monotonic), shutdown_timeout=30.0)
+    shell.attach(InlineSource(calls, release, grace=5.0))
+    shell.begin()
+    shell.start()
+    wait_for(lambda: shell.inflight.count("activity") == 1)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ShutdownIncomplete) as stopped:
+            shell.stop(cold=True)
+        assert time.monotonic() - started < 1.0  # not the 5 s intake grace
+        assert "activity:t-1" in stopped.value.running and shell.inflight.snapshot()[0].abandoned
+        assert calls[-2:] == ["hand_back", "close(clean=False)"]
+    finally:
+        release.set()
