@@ -148,7 +148,8 @@ def measure_flows(directory: str, count: int) -> Dict[str, float]:
         _clean(db)
 
 
-def measure_latency(directory: str, count: int, transport: str = "requests", poll: float = 0.001) -> List[float]:
+def measure_latency(directory: str, count: int, transport: str = "requests", poll: float = 0.001,
+                    kind: str = "threads-p4") -> List[float]:
     """Serial start -> result latencies (ms) with one worker process of ours; each process's CPU per
     workflow over the timed runs goes to :data:`LATENCY_CPU` (worker, server, the client).
     ``transport``: the client's ``control_plane_transport`` (the start and the result's reads). The
@@ -156,7 +157,7 @@ def measure_latency(directory: str, count: int, transport: str = "requests", pol
     ``poll``: the ``poll_interval`` its ``result()`` gets (the SDK's default is 0.5 s)."""
     db = os.path.join(directory, "latency.sqlite")
     server, url = _server(db)
-    worker = subprocess.Popen([sys.executable, bench.__file__, "_worker", "threads-p4", url, "1"],
+    worker = subprocess.Popen([sys.executable, bench.__file__, "_worker", kind, url, "1"],
                               preexec_fn=lambda: bench._pin(bench.WORKER_CORE))
     try:
         out = subprocess.run([sys.executable, __file__, "_latency", url, str(count), transport,
@@ -231,6 +232,8 @@ def main() -> None:
     parser.add_argument("--queued", default="300,3000,10000")
     parser.add_argument("--workflows", type=int, default=1000)
     parser.add_argument("--latency", type=int, default=300)
+    parser.add_argument("--latency-worker", default="threads-p4",
+                        help="the latency part's worker: threads-p4 (default) or gevent-p4, threads, gevent")
     parser.add_argument("--result-poll", type=float, default=0.001,
                         help="poll_interval of the latency part's result() (the SDK's default: 0.5)")
     parser.add_argument("--skip-sdk", action="store_true")
@@ -290,7 +293,8 @@ def main() -> None:
                 if "latency" not in parts:
                     continue
                 for transport in ("requests", "stdlib"):
-                    lat = sorted(measure_latency(directory, args.latency, transport, args.result_poll))
+                    lat = sorted(measure_latency(directory, args.latency, transport, args.result_poll,
+                                                      args.latency_worker))
                     key = "" if transport == "requests" else " stdlib"
                     note(f"{label} p50{key}", lat[len(lat) // 2])
                     note(f"{label} p99{key}", lat[min(len(lat) - 1, int(len(lat) * 0.99))])

@@ -81,13 +81,14 @@ def main() -> None:
     original_workflow = dispatch.TaskDispatcher.workflow
     original_run = workflow_tasks.run_workflow_task
 
-    def traced_workflow(self: Any, raw: Dict[str, Any], slot: Any) -> None:
+    def traced_workflow(self: Any, raw: Dict[str, Any], slot: Any, *rest: Any) -> Any:
         record = {"dispatch": time.perf_counter_ns()}
         per_run.setdefault(str(raw.get("workflow_run_id") or raw.get("run_id")), []).append(record)
         raw["__wft_record"] = record  # (removed again before the task runs)
-        original_workflow(self, raw, slot)
+        accepted = original_workflow(self, raw, slot, *rest)  # (rest: a relay poller's ``here``)
         if args.yield_after_dispatch:
             time.sleep(0)
+        return accepted
 
     def traced_run(*, client: Any, task: Any, **kwargs: Any) -> str:
         record = task.raw.pop("__wft_record", None) if isinstance(task.raw, dict) else None

@@ -27,6 +27,14 @@ class InflightTask:
         self._lock = backend.native_lock()  # brief, never held across a blocking call
         self._abandoned = False
         self._on_abandon: List[Callable[[], None]] = []
+        #: the call that runs a task tracked to run on its caller's unit (``spawn_task(..., here=True)``)
+        self.pending: Optional[Callable[[], None]] = None
+
+    def run(self) -> None:
+        """Run the task here, on the calling unit (a task tracked with ``here=True``; at most once)."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending()
 
     @property
     def abandoned(self) -> bool:

@@ -44,6 +44,11 @@ SUPERVISOR_TICK_SECONDS = 5.0
 #: With a scheduler monitor its stamps are the progress ticks: this is the supervisor's backstop look.
 SUPERVISOR_BACKSTOP_SECONDS = 300.0
 
+#: How often the intake join looks for a cold stop (a poller may be running a task itself).
+INTAKE_JOIN_STEP_SECONDS = 0.1
+#: After the drain, how long an intake loop that ran a task itself still gets to end (it ends at once).
+INTAKE_AFTER_DRAIN_SECONDS = 1.0
+
 #: Task outcomes an adaptive controller counts as errors (its backpressure rule).
 ERROR_OUTCOMES = frozenset({"failed", "failed_non_retryable", "crashed", "complete_error"})
 
@@ -342,11 +347,18 @@ class RuntimeShell:
         logger.info("%s %s stopping: draining %d task(s) within %.1f s", self.label, self.runtime_id,
                     self.inflight.count(), self.shutdown_timeout)
         intake = [loop for loop in self._loops if loop.intake]
-        grace = clock() + source.intake_grace()
-        for loop in intake:
-            if loop.handle is not None:
-                loop.handle.join(max(0.0, min(grace, deadline) - clock()))
+        grace = min(clock() + source.intake_grace(), deadline)
+        for loop in intake:  # a cold stop does not wait for a poller that runs a task itself
+            while loop.handle is not None and loop.handle.is_alive() and not self.cold.is_set():
+                left = grace - clock()
+                if left <= 0:
+                    break
+                loop.handle.join(min(left, INTAKE_JOIN_STEP_SECONDS))
         drained = self.inflight.wait_empty(deadline, tick=self.board.tick, interrupted=self.cold.is_set)
+        if drained:  # a poller that ran its last task itself leaves right after it: let it
+            for loop in intake:
+                if loop.handle is not None and loop.handle.is_alive():
+                    loop.handle.join(max(0.0, min(INTAKE_AFTER_DRAIN_SECONDS, deadline - clock())))
         stuck = [loop for loop in intake if loop.handle is not None and loop.handle.is_alive()]
         self.backend.close_idle()  # no new task can come: parked slot threads leave now
         source.wind_down(deadline, stuck=bool(stuck))
@@ -408,8 +420,11 @@ class RuntimeShell:
         return loop
 
     def spawn_task(self, kind: str, task_id: str, slot: Slot, body: Callable[[InflightTask], str], *,
-                   tags: Optional[Dict[str, str]] = None) -> InflightTask:
-        """Run one accepted task holding ``slot``; ``body`` returns its outcome name."""
+                   tags: Optional[Dict[str, str]] = None, here: bool = False) -> InflightTask:
+        """Run one accepted task holding ``slot``; ``body`` returns its outcome name.
+
+        ``here``: track the task (in flight, holding its slot) but do not spawn it: the caller runs
+        it on its own unit with :meth:`InflightTask.run` (a poller that runs what it received)."""
         inflight = InflightTask(self.backend, kind, task_id)
         key = self.inflight.add(inflight)
         labels = dict(tags if tags is not None else {"task_kind": kind, "task_queue": self.task_queue})
@@ -434,6 +449,9 @@ class RuntimeShell:
                 self.inflight.remove(key)
                 slot.release(ok=outcome not in ERROR_OUTCOMES)
 
+        if here:
+            inflight.pending = execute
+            return inflight
         try:
             inflight.handle = self.backend.spawn_task(f"{self.name_prefix}-{kind}-{task_id}", execute)
         except BaseException:

@@ -172,6 +172,11 @@ class RoleTracker:
             self._in_flight[self._next_token] = self._clock()
             return self._next_token
 
+    def requests_in_flight(self) -> int:
+        """How many of this role's requests are open now (its pollers' long polls)."""
+        with self._lock:
+            return len(self._in_flight)
+
     def _request_ended(self, token: Optional[int]) -> None:
         if token is None:
             self._in_flight.clear()

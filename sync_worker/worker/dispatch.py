@@ -24,6 +24,7 @@ from ..protocol import (
 )
 from ..protocol.trace_context import advertised
 from ..runtime import log_context
+from ..runtime.inflight import InflightTask
 from ..runtime.metrics import TASK_DURATION, TASKS
 from ..runtime.shell import RuntimeShell
 from ..runtime.slots import Slot
@@ -102,11 +103,12 @@ class TaskDispatcher:
                 slot.release()
             return None
 
-    def activity(self, raw: Dict[str, Any], slot: Optional[Slot]) -> None:
+    def activity(self, raw: Dict[str, Any], slot: Optional[Slot], here: bool = False) -> Optional[InflightTask]:
+        """Run a polled activity task in ``slot``; ``here``: return it to run on the caller's unit."""
         assert slot is not None
         task = self._parse("activity", raw, slot)
         if not isinstance(task, ActivityTask):
-            return
+            return None
         slot.started(task.activity_type)
         if self.sessions is not None:
             self.sessions.track(raw)
@@ -118,19 +120,20 @@ class TaskDispatcher:
                     task_queue=self.task_queue, inflight=inflight, interceptors=self._interceptors(),
                     namespace=self.namespace, observability_supported=self._observability)
 
-        self.shell.spawn_task("activity", task.task_id, slot, body)
+        return self.shell.spawn_task("activity", task.task_id, slot, body, here=here)
 
-    def workflow(self, raw: Dict[str, Any], slot: Optional[Slot]) -> None:
+    def workflow(self, raw: Dict[str, Any], slot: Optional[Slot], here: bool = False) -> Optional[InflightTask]:
+        """Run a polled workflow task (or update validation) in ``slot``; ``here`` as for :meth:`activity`."""
         assert slot is not None
         task = self._parse("workflow", raw, slot)
         if isinstance(task, UpdateValidationTask):
             validation = task
-            self.shell.spawn_task("update_validation", task.id, slot, lambda inflight: run_update_validation_task(
-                client=self.client, task=validation, registry=self.workflows.registry(), worker_id=self.worker_id,
-                cancel=inflight.cancel))
-            return
+            return self.shell.spawn_task(
+                "update_validation", task.id, slot, lambda inflight: run_update_validation_task(
+                    client=self.client, task=validation, registry=self.workflows.registry(), worker_id=self.worker_id,
+                    cancel=inflight.cancel), here=here)
         if not isinstance(task, WorkflowTask):
-            return
+            return None
 
         def body(inflight: Any) -> str:
             with self._log_fields("workflow", raw):
@@ -141,9 +144,10 @@ class TaskDispatcher:
                     sticky=self.sticky, build_id=self.build_id, activities=self.activities,
                     observability_supported=self._observability())
 
-        self.shell.spawn_task("workflow", task.task_id, slot, body)
+        return self.shell.spawn_task("workflow", task.task_id, slot, body, here=here)
 
-    def query(self, raw: Dict[str, Any], slot: Optional[Slot]) -> None:
+    def query(self, raw: Dict[str, Any], slot: Optional[Slot], here: bool = False) -> None:
+        """Answer a query task on the poller itself (no slot: ``here`` changes nothing)."""
         task = self._parse("query", raw, None)
         if not isinstance(task, QueryTask):
             return

@@ -19,6 +19,7 @@ from ..errors import ServerError, WorkerShutdown
 from ..protocol.refusals import poll_capacity_delay
 from ..runtime.backend import ConcurrencyBackend
 from ..runtime.backoff import PollFailureBackoff
+from ..runtime.inflight import InflightTask
 from ..runtime.metrics import POLL_DURATION, POLLS, MetricsRecorder, NoopMetrics
 from ..runtime.slots import Slot, SlotPool, admit
 from ..runtime.status import RoleTracker
@@ -29,7 +30,8 @@ __all__ = ["Poller", "poll_timeout_seconds"]
 logger = logging.getLogger("sync_worker.worker.poll")
 
 PollFn = Callable[[str, CancelToken], Optional[Dict[str, Any]]]
-DispatchFn = Callable[[Dict[str, Any], Optional[Slot]], None]
+#: ``dispatch(task, slot, here)``: with ``here`` the accepted task is returned to run on the poller itself
+DispatchFn = Callable[[Dict[str, Any], Optional[Slot], bool], Optional[InflightTask]]
 
 _POLL_ID_PREFIX = {"workflow": "wf-poll-", "activity": "activity-poll-", "query": "query-poll-"}
 
@@ -66,6 +68,7 @@ class Poller:
         backoff: Optional[PollFailureBackoff] = None,
         wait_seconds: int = 0,
         contact: Optional[ServerContact] = None,
+        inline: bool = False,
     ) -> None:
         self.kind = kind
         self.task_queue = task_queue
@@ -82,6 +85,8 @@ class Poller:
         self.error: Optional[BaseException] = None
         self._tags = {"task_kind": kind, "task_queue": task_queue}
         self._poll_id_prefix = _POLL_ID_PREFIX.get(kind, "poll-")
+        #: run a received task on this poller while another poller of the role waits on the server
+        self.inline = inline
 
     def _count(self, outcome: str, started: float) -> None:
         if type(self._metrics) is NoopMetrics:  # the default records nothing: build no tags
@@ -109,7 +114,8 @@ class Poller:
             slot = admit(self._pool, self._cancel)
             if slot is None:
                 return
-        handed_off = False
+        handed_off = here = False
+        accepted: Optional[InflightTask] = None
         started = self._backend.monotonic()
         try:
             token = self.tracker.request_started()
@@ -149,11 +155,19 @@ class Poller:
                 self._count("empty", started)
                 return
             self._count("task", started)
-            self._dispatch(task, slot)
+            # Another poll of this role is open on the server, so the queue stays served while this
+            # poller runs the task itself: no hand-off (a wake-up) between the answer and the task.
+            here = self.inline and slot is not None and self.tracker.requests_in_flight() > 0
+            accepted = self._dispatch(task, slot, here)
             handed_off = True
         finally:
             if slot is not None and not handed_off:
                 slot.release()
+        if here and accepted is not None:
+            try:
+                accepted.run()  # the task's body catches its own errors; it releases the slot
+            except Exception:
+                logger.exception("%s task %s raised out of its poller", self.kind, accepted.task_id)
 
     def _capacity_delay(self, error: BaseException) -> Optional[int]:
         if not isinstance(error, ServerError):

@@ -25,12 +25,12 @@ from ..protocol.routes import MULTIPLEXED_TASK_KINDS
 from ..runtime.backend import ConcurrencyBackend
 from ..runtime.metrics import MetricsRecorder
 from ..runtime.shell import RuntimeShell
-from ..runtime.slots import Slot, SlotPool
+from ..runtime.slots import SlotPool
 from ..runtime.status import RoleTracker, StatusBoard
 from .deregistration import deregister
 from .dispatch import TaskDispatcher
 from .joining import Registrar
-from .pollers import Poller, poll_timeout_seconds
+from .pollers import DispatchFn, Poller, poll_timeout_seconds
 from .recovery import ServerContact, run_heartbeat
 from .rejoin import Rejoin
 from .sticky import StickyWorkflowCache
@@ -122,8 +122,7 @@ class DurableWorkflowSource:
                       dispatcher.query, None, 1, seconds)
 
     def _add(self, shell: RuntimeShell, kind: str, poll: Callable[[str, CancelToken], Optional[Dict[str, Any]]],
-             dispatch: Callable[[Dict[str, Any], Optional[Slot]], None], pool: Optional[SlotPool], count: int,
-             seconds: int) -> None:
+             dispatch: DispatchFn, pool: Optional[SlotPool], count: int, seconds: int) -> None:
         tracker = self.board.add_role(self._tracker(kind, True))
         tracker.started()
         # More pollers than slots could never all poll at once: each waits for a slot first.
@@ -131,7 +130,7 @@ class DurableWorkflowSource:
         for index in range(count):
             poller = Poller(kind=kind, task_queue=self.task_queue, backend=self.backend, poll=poll, dispatch=dispatch,
                             cancel=self.poll_cancel, tracker=tracker, metrics=self.metrics, pool=pool,
-                            wait_seconds=seconds, contact=self.contact)
+                            wait_seconds=seconds, contact=self.contact, inline=pool is not None and count > 1)
             self.pollers.append(poller)
             name = f"sync-worker-{kind}-poller" + (f"-{index + 1}" if index else "")
             shell.spawn_loop(name, poller.run, role=f"{kind} poller", critical=True, intake=True)

@@ -83,8 +83,10 @@ def test_several_pollers_never_lease_beyond_free_slots(client: Client) -> None:
 def test_slot_threads_are_reused(client: Client) -> None:
     SEEN_THREADS.clear()
     queue = unique_queue("reuse")
+    # one poller: every task is handed to a slot unit (with two, a poller runs a task itself while
+    # the other poll is open, docs/worker.md "Poll concurrency", and starts no slot thread for it)
     worker = make_worker(client, task_queue=queue, activities=[echo], poll_timeout=2.0,
-                         max_concurrent_activity_tasks=2, max_concurrent_activity_task_polls=2)
+                         max_concurrent_activity_tasks=2, max_concurrent_activity_task_polls=1)
     with RunningWorker(worker):
         for n in range(12):
             receipt = client.start_activity("polls.echo", n, task_queue=queue)
