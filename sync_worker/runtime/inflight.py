@@ -29,6 +29,8 @@ class InflightTask:
         self._on_abandon: List[Callable[[], None]] = []
         #: the call that runs a task tracked to run on its caller's unit (``spawn_task(..., here=True)``)
         self.pending: Optional[Callable[[], None]] = None
+        #: tracked to run on its caller's unit (an intake loop that runs it), not on a unit of its own
+        self.here = False
 
     def run(self) -> None:
         """Run the task here, on the calling unit (a task tracked with ``here=True``; at most once)."""

@@ -348,10 +348,10 @@ class RuntimeShell:
                     self.inflight.count(), self.shutdown_timeout)
         intake = [loop for loop in self._loops if loop.intake]
         grace = min(clock() + source.intake_grace(), deadline)
-        for loop in intake:  # a cold stop does not wait for a poller that runs a task itself
-            while loop.handle is not None and loop.handle.is_alive() and not self.cold.is_set():
+        for loop in intake:  # a cold stop does not wait for the pollers that run a task themselves
+            while loop.handle is not None and loop.handle.is_alive():
                 left = grace - clock()
-                if left <= 0:
+                if left <= 0 or (self.cold.is_set() and self._alive_intake(intake) <= self._tasks_run_here()):
                     break
                 loop.handle.join(min(left, INTAKE_JOIN_STEP_SECONDS))
         drained = self.inflight.wait_empty(deadline, tick=self.board.tick, interrupted=self.cold.is_set)
@@ -386,11 +386,21 @@ class RuntimeShell:
             raise
         self.board.set_state(WorkerState.FAILED if self.loop_failed else WorkerState.STOPPED)
 
+    def _tasks_run_here(self) -> int:
+        return sum(1 for task in self.inflight.snapshot() if task.here)
+
+    @staticmethod
+    def _alive_intake(intake: Sequence[Loop]) -> int:
+        return sum(1 for loop in intake if loop.handle is not None and loop.handle.is_alive())
+
     def _kill(self, stuck: Sequence[Loop]) -> None:
-        """Cold stop: kill abandoned tasks (and stuck intake loops) where the backend can (greenlets)."""
-        handles = [task.handle for task in self.inflight.snapshot() if task.handle is not None]
-        handles += [loop.handle for loop in stuck if loop.handle is not None]
-        killed = sum(1 for handle in handles if self.backend.kill(handle))
+        """Cold stop: kill abandoned tasks (and stuck intake loops) where the backend can (greenlets).
+        The count logged is of tasks: a task run by its poller dies with the poller's unit."""
+        tasks = self.inflight.snapshot()
+        killed = sum(1 for task in tasks if task.handle is not None and self.backend.kill(task.handle))
+        loops_killed = sum(1 for loop in stuck if loop.handle is not None and self.backend.kill(loop.handle))
+        if loops_killed:
+            killed += sum(1 for task in tasks if task.here)
         if killed:
             logger.warning("%s %s cold stop: killed %d task(s) at their next cooperative point", self.label,
                            self.runtime_id, killed)
@@ -451,6 +461,7 @@ class RuntimeShell:
 
         if here:
             inflight.pending = execute
+            inflight.here = True
             return inflight
         try:
             inflight.handle = self.backend.spawn_task(f"{self.name_prefix}-{kind}-{task_id}", execute)
