@@ -113,6 +113,11 @@ def apply(engine: Engine, run: Row, task: Row, commands: List[Dict[str, Any]], b
         if run["status"] in ("completed", "failed", "cancelled", "terminated", "continued"):
             break  # nothing after a terminal command counts
         workflow_streams.apply_directive(engine, run, task, cmd, index)  # (stripped: not in history)
+        if cmd["type"] in _CLOSING and run.get("task_id") == task["task_id"]:
+            # The run closes under the task completing now: ``close_run`` would write that task's row
+            # as cancelled, and ``tasks._finish`` writes it done right after (the row's last write:
+            # the same final row, one read, encode and UPDATE fewer per closing completion).
+            run["task_id"] = None
         handler = _HANDLERS[cmd["type"]]
         handler(engine, run, cmd)
 
@@ -316,6 +321,9 @@ def _update_result(engine: Engine, run: Row, cmd: Dict[str, Any]) -> None:
 
     updates.record_outcome(engine, run, cmd)
 
+
+#: Commands that close the run (``lifecycle.close_run``).
+_CLOSING = frozenset(("complete_workflow", "fail_workflow", "continue_as_new"))
 
 _HANDLERS = {
     "schedule_activity": _schedule_activity,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+from operator import itemgetter
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .encoding import compact_encoder, decode_stored
@@ -33,6 +34,19 @@ TABLES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
     "schedules": ("key", ("namespace", "schedule_id", "state", "next_fire_at")),
     "schedule_events": ("key", ("namespace", "schedule_id", "seq")),
 }
+
+#: table -> its indexed columns' values out of a row, in one C call (every table has two or more
+#: columns, so the getter returns a tuple); a row that lacks one raises ``KeyError``: see :func:`_columns`.
+_GETTERS: Dict[str, Any] = {table: itemgetter(*columns) for table, (_, columns) in TABLES.items()}
+
+
+def _columns(table: str, row: Row) -> Tuple[Any, ...]:
+    """``row``'s indexed columns of ``table`` (``None`` for one it lacks), as the store writes them."""
+    try:
+        return _GETTERS[table](row)  # type: ignore[no-any-return]
+    except KeyError:  # a row without one of the columns (none of the hot kinds: their writers set them all)
+        return tuple([row.get(c) for c in TABLES[table][1]])
+
 
 #: Tables written once per activity or more whose rows are small: kept in their primary key's b-tree
 #: (``WITHOUT ROWID``), so an insert writes one b-tree, not a rowid table plus the key's own index (two
@@ -278,17 +292,25 @@ class Store:
         docs[pk] = text
 
     def _remember(self, table: str, row: Row) -> None:
-        key, columns = TABLES[table]
+        """Note what ``row`` (just read from the file) holds in its indexed columns.
+
+        A row the store remembers already needs nothing: every write goes through :meth:`put`,
+        :meth:`delete` or :meth:`delete_where`, which keep the note true, and a rollback forgets
+        every note; so a remembered row's note is what the file holds.
+        """
         known = self._stored[table]
+        pk = row[TABLES[table][0]]
+        if pk in known:
+            return
         if len(known) >= _REMEMBER_ROWS:
             known.clear()
-        known[row[key]] = tuple([row.get(c) for c in columns])
+        known[pk] = _columns(table, row)
 
     # -- documents ----------------------------------------------------------------------
     def put(self, table: str, row: Row) -> None:
         key, columns = TABLES[table]
         pk = row[key]
-        values = tuple([row.get(c) for c in columns])
+        values = _columns(table, row)
         data = _encode(row)
         known = self._stored[table]
         docs = self._docs.get(table)

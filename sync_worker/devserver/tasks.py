@@ -9,7 +9,7 @@ re-binds it to the earliest unapplied one, which a failed or expired attempt lef
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ..protocol import reasons
 from . import commands, messages, resume, routing, sticky, trace_context
@@ -75,8 +75,13 @@ def render(engine: Engine, task: Row, run: Row) -> Dict[str, Any]:
     }
 
 
-def _leased(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> Row:
-    task = engine.store.get("wf_tasks", task_id)
+def _leased(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any], read: Any = False) -> Row:
+    """The task, leased under this report's attempt and owner (else the precise refusal).
+
+    ``read``: the row :func:`_receipt` just read in this transaction (``None``: none), so the
+    report's task is read and decoded once; ``False``: read it here.
+    """
+    task = engine.store.get("wf_tasks", task_id) if read is False else read
     if task is None or task["namespace"] != namespace:
         raise ApiError(404, "task_not_found", f"workflow task {task_id} was not found", task_id=task_id)
     if task["state"] == "cancelled":
@@ -98,8 +103,10 @@ def _leased(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) 
     return task
 
 
-def _receipt(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any], op: str) -> Optional[Dict[str, Any]]:
-    """The receipt of the report that closed this attempt, if one did and it was an ``op``.
+def _receipt(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any],
+             op: str) -> Tuple[Optional[Dict[str, Any]], Optional[Row]]:
+    """The receipt of the report that closed this attempt, if one did and it was an ``op``, and the
+    task's row as read (``None``: no such task), for :func:`_leased` (not read twice).
 
     A completion's receipt lives in the task's own row (``closed_by``: a completed task is final);
     a failure's in ``kv`` (a failed attempt's task is leased again under the next attempt), as is
@@ -111,15 +118,15 @@ def _receipt(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any],
     if task is not None and task["namespace"] == namespace:
         closed = task.get("closed_by")
         if isinstance(closed, dict) and closed.get("attempt") == attempt:
-            return dict(closed["receipt"]) if closed.get("operation") == op else None
+            return (dict(closed["receipt"]) if closed.get("operation") == op else None), task
         if task["state"] == "leased" and task["attempt"] == attempt:
-            return None
+            return None, task
     stored = engine.store.get("kv", f"{namespace}\0wft\0{task_id}:{attempt}")
     if stored is None:
-        return None
+        return None, task
     if stored["operation"] != op:
-        return None  # closed the other way: the lease checks refuse it with the precise reason
-    return dict(stored["receipt"])
+        return None, task  # closed the other way: the lease checks refuse it with the precise reason
+    return dict(stored["receipt"]), task
 
 
 def _store(engine: Engine, namespace: str, task: Row, op: str, receipt: Dict[str, Any]) -> None:
@@ -164,10 +171,10 @@ def _finish(engine: Engine, task: Row, run: Row, *, released: bool = False,
 
 
 def complete(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
-    stored = _receipt(engine, namespace, task_id, body, "complete")
+    stored, read = _receipt(engine, namespace, task_id, body, "complete")
     if stored is not None:
         return stored
-    task = _leased(engine, namespace, task_id, body)
+    task = _leased(engine, namespace, task_id, body, read)
     cmds = commands.validate(body.get("commands"))
     resume.check_commands(task, cmds)
     run = engine.get_run(task["run_id"])
@@ -180,10 +187,10 @@ def complete(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any])
 
 
 def fail(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
-    stored = _receipt(engine, namespace, task_id, body, "fail")
+    stored, read = _receipt(engine, namespace, task_id, body, "fail")
     if stored is not None:
         return stored
-    task = _leased(engine, namespace, task_id, body)
+    task = _leased(engine, namespace, task_id, body, read)
     raw_failure = body.get("failure")
     failure: Dict[str, Any] = raw_failure if isinstance(raw_failure, dict) else {}
     run = engine.get_run(task["run_id"])

@@ -195,3 +195,39 @@ def test_a_remembered_column_is_the_files_or_unknown(store: Store) -> None:
     store.delete("runs", "r2")
     store.end(True)
     assert store.stored_column("runs", "r2", "status") is None
+
+
+def test_a_row_without_an_indexed_column_stores_it_as_null(store: Store) -> None:
+    """The columns are read by one ``itemgetter`` call; a row lacking one takes the slow path (``NULL``)."""
+    partial = {"execution_id": "act-p", "namespace": "default", "run_id": "run-p", "state": "ready"}
+    store.begin()
+    store.put("activities", partial)
+    store.end(True)
+    found = store._conn.execute("SELECT task_queue, due_at, task_id, activity_type, state FROM activities "
+                                "WHERE execution_id = 'act-p'").fetchone()
+    assert found == (None, None, None, None, "ready")
+    row = store.get("activities", "act-p")
+    assert row == partial
+    row.update(task_queue="q", state="leased")
+    store.begin()
+    store.put("activities", row)
+    store.end(True)
+    assert store.select("activities", "task_queue = 'q' AND state = 'leased'") == [row]
+    assert _mismatches(store) == []
+
+
+def test_reading_a_remembered_row_keeps_the_files_columns(store: Store) -> None:
+    """A read does not note a row again (the note is already the file's): a changed copy still updates the index."""
+    store.begin()
+    store.put("activities", _activity(7))
+    store.end(True)
+    first = store.get("activities", "act-7")
+    second = store.get("activities", "act-7")
+    assert first is not None and second is not None and first is not second
+    first["state"] = "leased"  # changed in memory, not written: the file still holds "ready"
+    assert store.stored_column("activities", "act-7", "state") == "ready"
+    store.begin()
+    store.put("activities", {**second, "state": "done"})
+    store.end(True)
+    assert store.count("activities", "state = 'done'") == 1 and store.count("activities", "state = 'ready'") == 0
+    assert _mismatches(store) == []

@@ -122,3 +122,27 @@ def test_a_failure_keeps_its_receipt_in_kv_after_the_task_is_leased_again(engine
         again = tasks.fail(engine, "default", task["task_id"], body)
     assert again == {"task_id": task["task_id"], "workflow_task_attempt": 1, "outcome": "failed"}
     assert _complete(engine, retry, _done())["workflow_task_attempt"] == 2
+
+
+@pytest.mark.parametrize("closing", [
+    _done(),
+    [{"type": "fail_workflow", "message": "boom"}],
+    [{"type": "continue_as_new", "arguments": envelope([])}],
+])
+def test_a_closing_completion_writes_its_task_once_and_done(engine: Engine, closing: List[Dict[str, Any]]) -> None:
+    """The run closes under the completing task: its row goes straight to ``done`` (no ``cancelled`` write first)."""
+    task = _claim(engine)
+    writes: List[str] = []
+    engine.store._conn.set_trace_callback(writes.append)
+    try:
+        _complete(engine, task, closing)
+    finally:
+        engine.store._conn.set_trace_callback(None)
+    task_writes = [sql for sql in writes if sql.startswith("UPDATE wf_tasks")]
+    assert len(task_writes) == 1 and "state = 'done'" in task_writes[0], task_writes
+    with engine.tx():
+        row = engine.store.get("wf_tasks", task["task_id"])
+        run = engine.get_run(task["run_id"])
+    assert row is not None and run is not None
+    assert (row["state"], row["due_at"], row["closed_by"]["operation"]) == ("done", None, "complete")
+    assert run["task_id"] is None and run["status"] in ("completed", "failed", "continued")
