@@ -147,7 +147,7 @@ def history(engine: Engine, namespace: str, workflow_id: str, run_id: Optional[s
     raw = query.get("page_size") or "1000"
     size = max(1, min(int(raw), 1000)) if raw.isdigit() else 1000
     offset = parse_page_token(query.get("next_page_token"))
-    events = engine.history(run["run_id"], offset, size + 1)
+    events = engine.history_answer(run["run_id"], offset, size + 1)
     more = len(events) > size
     return {"workflow_id": workflow_id, "run_id": run["run_id"], "events": events[:size],
             "next_page_token": page_token(offset + size) if more else None}

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import namespaces
 from .clock import Clock, SystemClock
+from .encoding import StoredList
 from .store import Row, Store
 from .stranded import StrandedTypes
 from .util import TERMINAL_STATUSES, ApiError, iso, ordered_id
@@ -427,6 +428,10 @@ class Engine:
 
     def history(self, run_id: str, offset: int = 0, limit: Optional[int] = None) -> List[Row]:
         return self.store.events(run_id, offset, limit)
+
+    def history_answer(self, run_id: str, offset: int = 0, limit: Optional[int] = None) -> StoredList:
+        """:meth:`history` for an answer: the events' stored text, which the answer's encoder splices in."""
+        return StoredList(self.store.event_texts(run_id, offset, limit))
 
     # -- the wake rule ------------------------------------------------------------------------
     def wake(self, run: Row) -> None:

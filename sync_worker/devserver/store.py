@@ -453,12 +453,16 @@ class Store:
             self._last_seq[run_id] = seq
 
     def events(self, run_id: str, offset: int = 0, limit: Optional[int] = None) -> List[Row]:
+        return [decode_stored(text) for text in self.event_texts(run_id, offset, limit)]
+
+    def event_texts(self, run_id: str, offset: int = 0, limit: Optional[int] = None) -> List[str]:
+        """A run's events from the ``offset``-th on (at most ``limit``), as the JSON text the store wrote."""
         sql = "SELECT data FROM events WHERE run_id = ? ORDER BY seq"
         if limit is not None:
             sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
         elif offset:
             sql += f" LIMIT -1 OFFSET {int(offset)}"
-        return [decode_stored(r[0]) for r in self._conn.execute(sql, (run_id,))]
+        return [r[0] for r in self._conn.execute(sql, (run_id,))]
 
     def iter_all(self, table: str) -> Iterator[Row]:
         for r in self._conn.execute(f"SELECT data FROM {table}"):
