@@ -322,7 +322,10 @@ def _history(r: Routes, req: Request) -> Tuple[int, Any]:
     engine = r.engine
 
     def read() -> Tuple[int, Any]:
-        return _tx(r, lambda: control.history(engine, req.namespace, p["workflow_id"], p.get("run_id"), req.query))
+        # A read: under the lock, no transaction (no writer runs in between); an open batch it saw is
+        # committed by the request's grouped() exit before the answer leaves.
+        with engine.lock:
+            return 200, control.history(engine, req.namespace, p["workflow_id"], p.get("run_id"), req.query)
 
     if not _wait_new_event(req.query.get("wait_new_event")):
         return read()
@@ -356,8 +359,8 @@ def _settled(engine: Engine, run_id: str, first: Dict[str, Any], deadline: float
     deadline or the server's stop. ``True``: it did not wait (the run is closed,
     or the event is old enough), so the read stands. Called holding the engine lock, which the waits
     release: an append happens under that lock, so none falls between a check and the next wait."""
-    run = engine.get_run(run_id)
-    if run is None or run["status"] in TERMINAL_STATUSES:
+    status = engine.store.run_status(run_id)
+    if status is None or status in TERMINAL_STATUSES:
         return True
     recorded = _epoch(first.get("recorded_at"))
     hold = HISTORY_SETTLE_SECONDS if recorded is None else HISTORY_SETTLE_SECONDS - (engine.now() - recorded)
@@ -369,8 +372,8 @@ def _settled(engine: Engine, run_id: str, first: Dict[str, Any], deadline: float
         if remaining <= 0 or engine.stopping:
             return False
         engine.await_events(run_id, remaining, closing_only=True)
-        run = engine.get_run(run_id)
-        if run is None or run["status"] in TERMINAL_STATUSES:
+        status = engine.store.run_status(run_id)
+        if status is None or status in TERMINAL_STATUSES:
             return False
 
 

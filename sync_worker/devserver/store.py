@@ -162,6 +162,7 @@ class Store:
         self.committed_id = 0
         self.batch_open = False
         self._joined = False  # the running transaction is a savepoint inside an open batch
+        self._begun = False  # the running transaction has written (its BEGIN or SAVEPOINT was executed)
         self._checkpointer: Optional[_Checkpointer] = None
         self._commits = 0
         # What each row's indexed columns hold in the file, for rows read or written lately: a
@@ -203,6 +204,7 @@ class Store:
                     continue
                 self.begin()
                 try:
+                    self._write()
                     self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
                     for (data,) in self._conn.execute(f"SELECT data FROM {table}").fetchall():
                         row = decode_stored(data)
@@ -226,16 +228,27 @@ class Store:
 
     # -- transactions -------------------------------------------------------------------
     def begin(self) -> None:
+        """Open a transaction. Its ``BEGIN`` (or ``SAVEPOINT``, in an open batch) waits for its first
+        write: a transaction that only reads (a long poll's round that finds nothing) executes no
+        transaction statement. Its reads need none: every writer holds the engine lock, as the
+        transaction does, so nothing changes between its statements (an open batch's rows included)."""
         with self._lock:
             if self._depth == 0:
-                if self.batch_open:
-                    self._conn.execute("SAVEPOINT grouped")
-                    self._joined = True
-                else:
-                    self._conn.execute("BEGIN IMMEDIATE")
-                    self.batch_open, self._joined = True, False
-                    self.batch_id += 1
+                self._begun = False
             self._depth += 1
+
+    def _write(self) -> None:
+        """Before a write: the running transaction's ``BEGIN`` / ``SAVEPOINT``, if not executed yet."""
+        if self._begun or not self._depth:
+            return
+        self._begun = True
+        if self.batch_open:
+            self._conn.execute("SAVEPOINT grouped")
+            self._joined = True
+        else:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self.batch_open, self._joined = True, False
+            self.batch_id += 1
 
     def end(self, commit: bool, defer: bool = False) -> None:
         """Close a transaction; ``defer`` leaves a successful one's batch open for :meth:`flush`.
@@ -246,6 +259,10 @@ class Store:
         with self._lock:
             self._depth -= 1
             if self._depth != 0:
+                return
+            if not self._begun:  # it wrote nothing: nothing to undo; a read of an open batch may commit it
+                if commit and not defer:
+                    self.flush()
                 return
             if not commit:
                 self._forget()  # the cached column values may be what was just rolled back
@@ -319,6 +336,7 @@ class Store:
                 known.clear()
             known[pk] = values
             return
+        self._write()
         before = known.get(pk)
         if before is not None:
             changed = tuple([i for i, (old, new) in enumerate(zip(before, values))
@@ -386,6 +404,7 @@ class Store:
         return str(found[0])
 
     def delete(self, table: str, key: str) -> None:
+        self._write()
         pk = TABLES[table][0]
         self._conn.execute(f"DELETE FROM {table} WHERE {pk} = ?", (key,))
         self._stored[table].pop(key, None)
@@ -394,6 +413,7 @@ class Store:
 
     def delete_where(self, table: str, where: str, params: Sequence[Any] = ()) -> int:
         """Delete every matching row (``events`` included); returns how many went."""
+        self._write()
         cur = self._conn.execute(f"DELETE FROM {table} WHERE {where}", tuple(params))
         if table == "events":
             self._last_seq.clear()
@@ -445,6 +465,7 @@ class Store:
         self._last_seq[run_id] = 0
 
     def add_event(self, run_id: str, seq: int, event: Row) -> None:
+        self._write()
         self._conn.execute("INSERT INTO events (run_id, seq, data) VALUES (?, ?, ?)",
                            (run_id, seq, _encode(event)))
         if len(self._last_seq) >= _REMEMBER_ROWS:
