@@ -179,8 +179,11 @@ def complete(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any])
     resume.check_commands(task, cmds)
     run = engine.get_run(task["run_id"])
     assert run is not None
+    # The sticky claim first: a run the commands close is saved by the close with it (the save that
+    # follows then writes nothing); bounded by the recorded events once the commands are applied.
+    sticky.note_completion(run, task, body, None, engine.now())
     commands.apply(engine, run, task, cmds, body)
-    sticky.note_completion(run, task, body, engine.store.event_count(run["run_id"]), engine.now())
+    sticky.check_recorded(run, engine.store.event_count(run["run_id"]))
     receipt = _finish(engine, task, run, completed=True)
     assert receipt is not None
     return receipt
