@@ -125,7 +125,7 @@ class Routes:
                             if again is not None:
                                 return {"task": again, **envelope, "server_time": iso(engine.now())}
                     else:  # after a wait the worker may have deregistered (or registered again)
-                        worker = workers.lookup(engine, req.namespace, worker_id)
+                        worker = workers.peek(engine, req.namespace, worker_id)
                         leasable = worker is None or worker["status"] == "active"
                     first = False
                     if not req.client_connected() or not leasable:
@@ -215,7 +215,7 @@ def _poll_workflow(r: Routes, req: Request) -> Tuple[int, Any]:
         # ``task_kinds`` with ``update_validation``: one poll, one slot, either kind (§4.10); a waiting
         # caller's validation goes first
         if validations is not None:
-            found = validations.claim(req.namespace, q, workers.lookup(r.engine, req.namespace, w))
+            found = validations.claim(req.namespace, q, workers.peek(r.engine, req.namespace, w))
             if found is not None:
                 return found
         return tasks.claim(r.engine, req.namespace, q, w, p, types)
@@ -226,7 +226,7 @@ def _poll_workflow(r: Routes, req: Request) -> Tuple[int, Any]:
 def _poll_validation(r: Routes, req: Request) -> Tuple[int, Any]:
     validations = ValidationBroker.of(r.engine)
     return 200, r.long_poll(req, "update_validation", lambda q, w, p, types: validations.claim(
-        req.namespace, q, workers.lookup(r.engine, req.namespace, w)))
+        req.namespace, q, workers.peek(r.engine, req.namespace, w)))
 
 
 def _validation(action: str) -> Handler:

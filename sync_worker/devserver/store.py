@@ -8,17 +8,16 @@ one transaction, so a killed server restarts on a consistent state.
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import threading
 from operator import itemgetter
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from .checkpoint import Checkpointer
 from .encoding import compact_encoder, decode_stored
 
 Row = Dict[str, Any]
 
-log = logging.getLogger("sync_worker.devserver")
 
 # table -> (primary key column, indexed columns copied out of the document)
 TABLES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
@@ -105,47 +104,6 @@ _CACHED_TEXT = 16 * 1024
 _CHECKPOINT_EVERY_COMMITS = 200
 
 
-class _Checkpointer:
-    """Copies the WAL into the database file on its own connection and thread.
-
-    SQLite's automatic checkpoint runs inside the ``COMMIT`` that crosses 1,000 WAL pages, i.e.
-    under the engine lock: a few milliseconds of page copies and (with ``synchronous=NORMAL``)
-    an ``fsync`` during which every request waits. A ``PASSIVE`` checkpoint from a second
-    connection runs beside the writer instead (``sqlite3`` releases the GIL while it works).
-    """
-
-    def __init__(self, path: str, writer_lock: Any, every_seconds: float = 1.0) -> None:
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._writer_lock = writer_lock
-        self._every = every_seconds
-        self._wake = threading.Event()
-        self._stop = False
-        self._thread = threading.Thread(target=self._run, name="devserver-checkpoint", daemon=True)
-        self._thread.start()
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def _run(self) -> None:
-        while not self._stop:
-            self._wake.wait(self._every)
-            self._wake.clear()
-            if self._stop:
-                return
-            try:
-                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()  # the bulk, beside the writer
-                with self._writer_lock:  # the few frames since: the next write restarts the WAL at its start
-                    self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-            except sqlite3.Error as exc:  # busy or closing: the next round catches up
-                log.debug("WAL checkpoint skipped: %s", exc)
-
-    def close(self) -> None:
-        self._stop = True
-        self._wake.set()
-        self._thread.join(10)
-        self._conn.close()
-
-
 class Store:
     """Thin typed wrapper over one sqlite3 connection (callers hold the engine lock)."""
 
@@ -163,7 +121,7 @@ class Store:
         self.batch_open = False
         self._joined = False  # the running transaction is a savepoint inside an open batch
         self._begun = False  # the running transaction has written (its BEGIN or SAVEPOINT was executed)
-        self._checkpointer: Optional[_Checkpointer] = None
+        self._checkpointer: Optional[Checkpointer] = None
         self._commits = 0
         # What each row's indexed columns hold in the file, for rows read or written lately: a
         # put then rewrites only the columns that changed (an index not touched, a page not
@@ -173,6 +131,8 @@ class Store:
         self._last_seq: Dict[str, int] = {}  # run_id -> its newest event's seq (saves a MAX() per append)
         #: table -> primary key -> the document's JSON text, as in the file (``_CACHED_TABLES`` only)
         self._docs: Dict[str, Dict[str, str]] = {table: {} for table in _CACHED_TABLES}
+        #: table -> primary key -> (the text in ``_docs``, its decoded row) handed to :meth:`get_shared`
+        self._shared: Dict[str, Dict[str, Tuple[str, Row]]] = {}
         if path != ":memory:":
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -189,7 +149,7 @@ class Store:
             self._conn.execute(f"DROP INDEX IF EXISTS {retired}")
         if path != ":memory:" and self._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
             self._conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer thread does it
-            self._checkpointer = _Checkpointer(path, writer_lock if writer_lock is not None else self._lock)
+            self._checkpointer = Checkpointer(path, writer_lock if writer_lock is not None else self._lock)
 
     def _add_missing_columns(self) -> None:
         """A file written by an older dev server: add the indexed columns it lacks, filled from the documents.
@@ -295,6 +255,7 @@ class Store:
             known.clear()
         for docs in self._docs.values():
             docs.clear()
+        self._shared.clear()
         self._last_seq.clear()
 
     def _keep_text(self, table: str, pk: str, text: str) -> None:
@@ -371,6 +332,27 @@ class Store:
             self._keep_text(table, key, text)
         row = decode_stored(text)
         self._remember(table, row)
+        return row
+
+    def get_shared(self, table: str, key: str) -> Optional[Row]:
+        """:meth:`get` for a reader that does not change the row (a poll's look at its worker's): the same
+        decoded object while the stored text is the same one (``_CACHED_TABLES`` only). Never mutate it."""
+        row = self.get(table, key) if key not in self._docs[table] else None
+        text = self._docs[table].get(key)
+        if text is None:
+            return row
+        shared = self._shared.get(table)
+        if shared is None:
+            shared = self._shared[table] = {}
+        found = shared.get(key)
+        if found is not None and found[0] is text:
+            return found[1]
+        if row is None:
+            row = decode_stored(text)
+            self._remember(table, row)
+        if len(shared) >= _CACHED_DOCS:
+            shared.clear()
+        shared[key] = (text, row)
         return row
 
     def stored_column(self, table: str, key: str, column: str) -> Any:
