@@ -131,16 +131,17 @@ class _Transaction:
     every call, nested ones and other threads' included.
     """
 
-    __slots__ = ("_engine",)
+    __slots__ = ("_engine", "_lazy")
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, lazy: bool = False) -> None:
         self._engine = engine
+        self._lazy = lazy
 
     def __enter__(self) -> None:
         engine = self._engine
         engine.lock.acquire()
         try:
-            engine.store.begin()
+            engine.store.begin(self._lazy)
         except BaseException:
             engine.lock.release()
             raise
@@ -203,7 +204,7 @@ class Engine:
         #: Called after every committed transaction when set (the time-skipping environment's wake-up).
         self.on_commit: Optional[Callable[[], None]] = None
         self.lock = threading.RLock()
-        self._tx = _Transaction(self)
+        self._tx, self._round = _Transaction(self), _Transaction(self, lazy=True)
         self._grouped = _Grouped(self)
         self.store = Store(db, self.lock)
         #: per request thread: ``defer`` (group commit allowed) and ``batch`` (the batch it wrote in)
@@ -227,6 +228,11 @@ class Engine:
         """One atomic operation (``with engine.tx():``). Inside :meth:`grouped` its commit may join a
         group commit."""
         return self._tx
+
+    def round_tx(self) -> _Transaction:
+        """:meth:`tx` for a round that mostly only reads (a long poll's): its ``BEGIN`` waits for its first
+        write, so a round that finds nothing executes no transaction statement (``Store.begin``)."""
+        return self._round
 
     def grouped(self) -> _Grouped:
         """Group commit for one request (``with engine.grouped():``): its transactions may leave their

@@ -187,20 +187,25 @@ class Store:
             self._conn.close()  # the last connection to close checkpoints and removes the WAL
 
     # -- transactions -------------------------------------------------------------------
-    def begin(self) -> None:
-        """Open a transaction. Its ``BEGIN`` (or ``SAVEPOINT``, in an open batch) waits for its first
-        write: a transaction that only reads (a long poll's round that finds nothing) executes no
-        transaction statement. Its reads need none: every writer holds the engine lock, as the
-        transaction does, so nothing changes between its statements (an open batch's rows included)."""
+    def begin(self, lazy: bool = False) -> None:
+        """Open a transaction. ``lazy``: its ``BEGIN`` (or ``SAVEPOINT``, in an open batch) waits for its
+        first write, so one that only reads (a long poll's round that finds nothing) executes no transaction
+        statement; its reads need none, as every writer holds the engine lock, as the transaction does, so
+        nothing changes between its statements (an open batch's rows included). Not lazy: at once (a read
+        outside a transaction takes and drops a read snapshot per statement)."""
         with self._lock:
             if self._depth == 0:
                 self._begun = False
+                if not lazy:
+                    self._begin_now()
             self._depth += 1
 
     def _write(self) -> None:
         """Before a write: the running transaction's ``BEGIN`` / ``SAVEPOINT``, if not executed yet."""
-        if self._begun or not self._depth:
-            return
+        if not self._begun and self._depth:
+            self._begin_now()
+
+    def _begin_now(self) -> None:
         self._begun = True
         if self.batch_open:
             self._conn.execute("SAVEPOINT grouped")

@@ -1,8 +1,8 @@
-"""A transaction's ``BEGIN`` (or ``SAVEPOINT`` in an open batch) runs at its first write (issue 29).
+"""A long poll's round begins its transaction at its first write (``engine.round_tx()``, issue 29).
 
-A transaction that only reads (a long poll's round that finds nothing, a history read) executes no
-transaction statement; what it read of an open batch is still committed before its answer leaves;
-a transaction that writes is as atomic as before, and one that fails undoes only its own work.
+A round that only reads (it finds nothing) executes no transaction statement; what it read of an
+open batch is still committed before its answer leaves; a round that writes is as atomic as before,
+and one that fails undoes only its own work. ``engine.tx()`` begins at once, as before.
 """
 
 from __future__ import annotations
@@ -44,23 +44,26 @@ def _traced(engine: Engine) -> List[str]:
     return statements
 
 
-def test_a_transaction_that_only_reads_executes_no_transaction_statement(engine: Engine) -> None:
+def test_a_round_that_only_reads_executes_no_transaction_statement(engine: Engine) -> None:
     statements = _traced(engine)
-    with engine.tx():
+    with engine.round_tx():
         assert engine.store.get("kv", "nothing") is None
         assert engine.store.select("kv", "kind = ?", ("t",)) == []
     assert statements == ["SELECT", "SELECT"]
     assert not engine.store.batch_open
+    with engine.tx():  # a plain transaction begins at once
+        assert engine.store.get("kv", "nothing") is None
+    assert statements[2:] == ["BEGIN", "SELECT", "COMMIT"]
 
 
 def test_the_first_write_begins_and_the_transaction_stays_atomic(engine: Engine) -> None:
     statements = _traced(engine)
-    with engine.tx():
+    with engine.round_tx():
         engine.store.get("kv", "a")
         engine.store.put("kv", _row("a"))
         engine.store.put("kv", _row("b"))
     assert statements[:2] == ["SELECT", "BEGIN"] and statements[-1] == "COMMIT"
-    with pytest.raises(ApiError), engine.tx():
+    with pytest.raises(ApiError), engine.round_tx():
         engine.store.get("kv", "c")
         engine.store.put("kv", _row("c"))
         engine.store.delete("kv", "a")
@@ -76,7 +79,7 @@ def test_a_read_of_an_open_batch_is_committed_before_the_answer(engine: Engine) 
     engine._local.defer = False
     assert engine.store.batch_open and _committed_keys(engine.store.path) == []
     with engine.grouped():  # another request, that only reads what the open batch holds
-        with engine.tx():
+        with engine.round_tx():
             assert engine.store.get("kv", "written") is not None
         assert engine.store.batch_open
     assert not engine.store.batch_open  # its way out committed the batch it read from
@@ -89,12 +92,12 @@ def test_a_failed_read_only_transaction_leaves_the_open_batch_alone(engine: Engi
         engine.store.put("kv", _row("kept"))
     assert engine.store.batch_open
     statements = _traced(engine)
-    with pytest.raises(ApiError), engine.tx():
+    with pytest.raises(ApiError), engine.round_tx():
         engine.store.get("kv", "kept")
         raise ApiError(404, "not_found", "no")
     assert statements == ["SELECT"]  # nothing begun, nothing rolled back
     assert engine.store.batch_open
-    with engine.tx():
+    with engine.round_tx():
         engine.store.put("kv", _row("joined"))
     assert statements == ["SELECT", "SAVEPOINT", "INSERT", "RELEASE"]  # joined the open batch
     engine._local.defer = False
