@@ -207,3 +207,21 @@ def test_answers_over_http_are_the_plain_encoding() -> None:
         assert [e["event_type"] for e in events] == ["StartAccepted", "WorkflowStarted", "SignalReceived"]
         assert history.content == _plain(history.json())
         assert events == [json.loads(t) for t in server.engine.store.event_texts(run_id)]
+
+
+def test_a_history_read_of_a_remembered_run_decodes_no_run_and_still_checks_its_workflow() -> None:
+    with DevServer(port=0) as server:
+        raw = Raw(server.url)
+        run_id = raw.start("wf-a")["run_id"]
+        raw.start("wf-b")
+        engine = server.engine
+        original, decoded = engine.get_run, []
+        engine.get_run = lambda rid: decoded.append(rid) or original(rid)  # type: ignore[method-assign]
+        page = raw.ok("GET", f"/workflows/wf-a/runs/{run_id}/history")
+        assert page["run_id"] == run_id and [e["event_type"] for e in page["events"]][:2] == [
+            "StartAccepted", "WorkflowStarted"]
+        assert decoded == []  # the remembered columns said whose run it is
+        for path in (f"/workflows/wf-b/runs/{run_id}/history", "/workflows/wf-a/runs/run-unknown/history"):
+            missing = raw.call("GET", path)
+            assert missing.status_code == 404 and missing.json()["reason"] == "workflow_not_found"
+        assert raw.ok("GET", "/workflows/wf-a/history")["run_id"] == run_id  # no run id: the current run
