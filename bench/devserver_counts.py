@@ -5,17 +5,19 @@
 
 Each measurement runs in its own process on a fresh ``--db`` file (WAL mode, as ``sync-worker
 devserver --db``), calling the route handlers directly, one request at a time (each request commits,
-as a request alone does on the server). The activities are queued by one engine, which then closes,
-and polled and completed by a second one on the same file: as in ``devserver_targets.py``, whose
-server opens a file another process filled (and as after a restart), so nothing about the queued
-runs is remembered in memory. Printed per tree, per round:
+as a request alone does on the server, and its answer is encoded as the server encodes it). The
+activities are queued by one engine, which then closes, and polled and completed by a second one
+on the same file: as in ``devserver_targets.py``, whose server opens a file another process filled
+(and as after a restart), so nothing about the queued runs is remembered in memory. Printed per tree, per round:
 
 - a standalone no-op activity's poll + complete: SQL statements (``sqlite3`` trace callback, BEGIN
   and COMMIT included), WAL pages written (the WAL's growth, checkpoints held off), engine CPU (ms);
 - a workflow start with the SDK's default timeouts (600 s run, 3,600 s execution): the same three;
 - a one-activity workflow, as a worker drives it: the start, a workflow task's poll + complete
   (``schedule_activity``), the activity's poll + complete, a workflow task's poll + complete
-  (``complete_workflow``): the same three.
+  (``complete_workflow``): the same three;
+- ``serial``: that workflow plus the client's result read (``get_result``'s history read with
+  ``wait_new_event``, here of the closed run: the serial chain's requests, each once).
 
 With ``--instructions`` (needs ``valgrind``), each tree's user-space instructions per operation
 instead of the CPU time: each operation runs twice under ``valgrind --tool=cachegrind
@@ -46,7 +48,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 #: What is measured: a standalone activity's poll + complete, a start, a one-activity workflow.
-OPERATIONS = ("activity", "start", "workflow")
+OPERATIONS = ("activity", "start", "workflow", "serial")
 
 #: Operations whose statements are counted, after the timed ones.
 _TRACED = 100
@@ -55,6 +57,7 @@ _TRACED = 100
 def _child(operation: str, count: int, fill: int) -> Dict[str, float]:
     from sync_worker.devserver import control
     from sync_worker.devserver import store as store_module
+    from sync_worker.devserver.encoding import encode_body
     from sync_worker.devserver.engine import Config, Engine
     from sync_worker.devserver.queries import QueryBroker
     from sync_worker.devserver.routes import Request, Routes
@@ -78,13 +81,16 @@ def _child(operation: str, count: int, fill: int) -> Dict[str, float]:
         engine.store._checkpointer = None
     routes = Routes(engine, QueryBroker(engine))
 
-    def call(path: str, body: Dict[str, Any], plane: str = "worker") -> Any:
-        handler, params, _ = routes.match("POST", path)
+    def call(path: str, body: Dict[str, Any], plane: str = "worker", method: str = "POST",
+             query: Any = None) -> Any:
+        handler, params, _ = routes.match(method, path)
         assert handler is not None
-        request = Request(method="POST", path=path, query={}, headers={}, namespace="default", plane=plane,
-                          body=body, params=params)
+        request = Request(method=method, path=path, query=query or {}, headers={}, namespace="default",
+                          plane=plane, body=body, params=params)
         with engine.grouped():
-            return handler(routes, request)[1]
+            answer = handler(routes, request)[1]
+        encode_body(answer)  # the answer's JSON, as the server writes it (after the commit)
+        return answer
 
     call("/api/worker/register", {"worker_id": "w1", "task_queue": "q", "runtime": "python",
                                   "supported_activity_types": ["noop"], "supported_workflow_types": ["t"]})
@@ -106,14 +112,17 @@ def _child(operation: str, count: int, fill: int) -> Dict[str, float]:
     def one(n: int) -> None:
         if operation == "activity":
             activity()
-        elif operation == "workflow":  # what a worker's one-activity workflow asks of the server
-            call("/api/workflows", {"workflow_id": f"flow-{n}", "workflow_type": "t", "task_queue": "q",
+        elif operation in ("workflow", "serial"):  # what a worker's one-activity workflow asks of the server
+            started = call("/api/workflows", {"workflow_id": f"flow-{n}", "workflow_type": "t", "task_queue": "q",
                                     "input": args, "run_timeout_seconds": 600, "execution_timeout_seconds": 3600},
                  plane="control")
             workflow_task([{"type": "schedule_activity", "activity_type": "noop", "arguments": args,
                             "start_to_close_timeout": 30}])
             activity()
             workflow_task([{"type": "complete_workflow", "result": result}])
+            if operation == "serial":  # the client's result read (Client.get_result's first history read)
+                call(f"/api/workflows/flow-{n}/runs/{started['run_id']}/history", {}, plane="control",
+                     method="GET", query={"wait_new_event": "1", "page_size": "1000"})
         else:
             call("/api/workflows", {"workflow_id": f"wf-{n}", "workflow_type": "t", "task_queue": "nobody",
                                     "input": args, "run_timeout_seconds": 600, "execution_timeout_seconds": 3600},
@@ -172,18 +181,18 @@ def _per_operation(tree: str, operation: str, small: int, large: int) -> float:
     return (more - fewer) / (large - small)
 
 
-def _count_instructions(trees: List[Any], rounds: int, small: int, large: int) -> None:
+def _count_instructions(trees: List[Any], rounds: int, small: int, large: int, operations: List[str]) -> None:
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed")
     got: Dict[str, List[float]] = {}
     for round_no in range(rounds):
         for label, tree in trees:
-            for operation in OPERATIONS:
+            for operation in operations:
                 figure = _per_operation(tree, operation, small, large)
                 got.setdefault(f"{label} {operation}", []).append(figure)
                 print(f"round {round_no + 1} {label:6} {operation:8}: {figure:,.0f} instructions", flush=True)
-    print(f"\nuser-space instructions per poll + complete (activity), per start and per one-activity workflow, "
-          f"{large} - {small} operations")
+    print(f"\nuser-space instructions per poll + complete (activity), per start, per one-activity workflow "
+          f"(serial: and its result read), {large} - {small} operations")
     for key, values in got.items():
         print(f"  {key:16} {min(values):,.0f}..{max(values):,.0f}")
 
@@ -196,21 +205,26 @@ def main() -> None:
     parser.add_argument("--instructions", action="store_true", help="count instructions under valgrind instead")
     parser.add_argument("--small", type=int, default=100, help="with --instructions: the smaller run")
     parser.add_argument("--large", type=int, default=400, help="with --instructions: the larger run")
+    parser.add_argument("--operations", default=",".join(OPERATIONS), help="which operations to measure")
     args = parser.parse_args()
+    operations = [op for op in args.operations.split(",") if op]
+    for op in operations:
+        if op not in OPERATIONS:
+            parser.error(f"unknown operation {op!r} (one of {', '.join(OPERATIONS)})")
     trees = [("ours", "")] + ([("before", os.path.abspath(args.baseline))] if args.baseline else [])
     if args.instructions:
-        _count_instructions(trees, args.rounds, args.small, args.large)
+        _count_instructions(trees, args.rounds, args.small, args.large, operations)
         return
     got: Dict[str, List[Dict[str, float]]] = {}
     for round_no in range(args.rounds):
         for label, tree in trees:
-            for operation in OPERATIONS:
+            for operation in operations:
                 figures = _measure(tree, operation, args.count)
                 got.setdefault(f"{label} {operation}", []).append(figures)
                 print(f"round {round_no + 1} {label:6} {operation:8}: {figures['statements']:.1f} statements, "
                       f"{figures['wal_pages']:.2f} WAL pages, {figures['cpu_ms']:.3f} ms CPU", flush=True)
-    print("\nper poll + complete (activity), per start with timeouts and per one-activity workflow, in process; "
-          "CPU min..max over the rounds")
+    print("\nper poll + complete (activity), per start with timeouts, per one-activity workflow (serial: and its "
+          "result read), in process; CPU min..max over the rounds")
     for key, rows in got.items():
         cpu = [r["cpu_ms"] for r in rows]
         print(f"  {key:16} {rows[-1]['statements']:5.1f} statements  {rows[-1]['wal_pages']:6.2f} WAL pages  "

@@ -15,6 +15,9 @@ poll's (negative: the notifier answered first).
 
     python3 bench/latency_trace.py [--count 200] [--tree DIR] [--transport stdlib]
 
+``LATENCY_TRACE_STATEMENTS=1``: also the SQL statements per workflow, by verb (the trace callback
+costs the server CPU: read the handler CPU of a run without it).
+
 ``--tree DIR``: run every process on another tree's ``sync_worker`` (a baseline, as
 ``devserver_targets.py --baseline``).
 """
@@ -99,7 +102,15 @@ def server_child(db: str, out: str) -> None:
         app._Handler.handle = profiled  # type: ignore[method-assign]
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    def statement(sql: str) -> None:  # counted per request, under "#VERB" (sqlite3's trace callback)
+        marks = getattr(local, "marks", None)
+        if marks is not None:
+            verb = "#" + sql.lstrip().split(None, 1)[0].upper()
+            marks[verb] = marks.get(verb, 0) + 1
+
     with DevServer(port=0, db=db) as server:
+        if os.environ.get("LATENCY_TRACE_STATEMENTS"):
+            server.engine.store._conn.set_trace_callback(statement)
         print(f"PORT {server.port}", flush=True)
         stop.wait()
     with open(out, "w") as handle:
@@ -180,6 +191,7 @@ def main() -> None:
     marked: Dict[str, List[float]] = {}
     hops: Dict[str, List[Tuple[float, float, float]]] = {}  # per woken poll (see the print)
     counts: Dict[str, int] = {}
+    statements: Dict[str, int] = {}  # SQL verb -> statements in the timed workflows' requests
     latencies = sorted((end - start) / 1e6 for start, end in windows)
     for start, end in windows:
         seen: Dict[str, int] = {}
@@ -191,6 +203,9 @@ def main() -> None:
             key = f"{name}#{seen[name]}"
             steps.setdefault(key, []).append(((max(arrive, start) - start) / 1e6, (sent - start) / 1e6, cpu * 1e3))
             for point, at in marks.items():
+                if point.startswith("#"):  # a statement count (LATENCY_TRACE_STATEMENTS)
+                    statements[point[1:]] = statements.get(point[1:], 0) + at
+                    continue
                 marked.setdefault(f"{key} {point}", []).append((max(at, start) - start) / 1e6)
         for name, many in seen.items():
             counts[name] = counts.get(name, 0) + many
@@ -212,6 +227,10 @@ def main() -> None:
     for key, values in sorted(steps.items(), key=lambda item: statistics.median(v[1] for v in item[1])):
         print(f"  {key:<16} ({len(values):>4}) {statistics.median(v[0] for v in values):6.2f} .. "
               f"{statistics.median(v[1] for v in values):6.2f}  ({statistics.median(v[2] for v in values):.3f})")
+    if statements:
+        print("SQL statements per workflow (in its requests): " + ", ".join(
+            f"{verb} {many / len(windows):.2f}" for verb, many in sorted(statements.items()))
+            + f"; total {sum(statements.values()) / len(windows):.2f}")
     print("marks (notify: a request made work ready, under the engine lock; woken: a waiting poll has the "
           "lock back): median ms after start")
     for key, points in sorted(marked.items(), key=lambda item: statistics.median(item[1])):

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import namespaces
 from .clock import Clock, SystemClock
+from .encoding import StoredList
 from .store import Row, Store
 from .stranded import StrandedTypes
 from .util import TERMINAL_STATUSES, ApiError, iso, ordered_id
@@ -130,16 +131,17 @@ class _Transaction:
     every call, nested ones and other threads' included.
     """
 
-    __slots__ = ("_engine",)
+    __slots__ = ("_engine", "_lazy")
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, lazy: bool = False) -> None:
         self._engine = engine
+        self._lazy = lazy
 
     def __enter__(self) -> None:
         engine = self._engine
         engine.lock.acquire()
         try:
-            engine.store.begin()
+            engine.store.begin(self._lazy)
         except BaseException:
             engine.lock.release()
             raise
@@ -202,7 +204,7 @@ class Engine:
         #: Called after every committed transaction when set (the time-skipping environment's wake-up).
         self.on_commit: Optional[Callable[[], None]] = None
         self.lock = threading.RLock()
-        self._tx = _Transaction(self)
+        self._tx, self._round = _Transaction(self), _Transaction(self, lazy=True)
         self._grouped = _Grouped(self)
         self.store = Store(db, self.lock)
         #: per request thread: ``defer`` (group commit allowed) and ``batch`` (the batch it wrote in)
@@ -226,6 +228,11 @@ class Engine:
         """One atomic operation (``with engine.tx():``). Inside :meth:`grouped` its commit may join a
         group commit."""
         return self._tx
+
+    def round_tx(self) -> _Transaction:
+        """:meth:`tx` for a round that mostly only reads (a long poll's): its ``BEGIN`` waits for its first
+        write, so a round that finds nothing executes no transaction statement (``Store.begin``)."""
+        return self._round
 
     def grouped(self) -> _Grouped:
         """Group commit for one request (``with engine.grouped():``): its transactions may leave their
@@ -427,6 +434,10 @@ class Engine:
 
     def history(self, run_id: str, offset: int = 0, limit: Optional[int] = None) -> List[Row]:
         return self.store.events(run_id, offset, limit)
+
+    def history_answer(self, run_id: str, offset: int = 0, limit: Optional[int] = None) -> StoredList:
+        """:meth:`history` for an answer: the events' stored text, which the answer's encoder splices in."""
+        return StoredList(self.store.event_texts(run_id, offset, limit))
 
     # -- the wake rule ------------------------------------------------------------------------
     def wake(self, run: Row) -> None:

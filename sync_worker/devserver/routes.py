@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Callable, Dict, List, Optional, Pattern, Tuple
 
 from ..protocol import routes as wire
@@ -13,6 +12,7 @@ from ..protocol.versions import WORKER_PROTOCOL_VERSION
 from . import (
     activities,
     control,
+    history_route,
     operator_routes,
     routing,
     sessions,
@@ -24,9 +24,11 @@ from . import (
 )
 from .discovery import cluster_info, server_capabilities
 from .engine import Engine
+from .history_route import HISTORY_SETTLE_SECONDS as HISTORY_SETTLE_SECONDS
+from .history_route import HISTORY_WAIT_SECONDS as HISTORY_WAIT_SECONDS
 from .queries import QueryBroker
 from .update_validation import ValidationBroker, multiplexed
-from .util import TERMINAL_STATUSES, ApiError, iso, require_str
+from .util import ApiError, iso, require_str
 
 
 @dataclass
@@ -108,7 +110,7 @@ class Routes:
                 if engine.stopping:
                     return {"task": None, "poll_status": "draining", **envelope}
                 # One transaction per round: the worker's liveness, a replayed poll, the claim.
-                with engine.tx():
+                with engine.round_tx():
                     if first:
                         worker = workers.touch(engine, req.namespace, worker_id)
                         if worker is None or worker["status"] != "active":
@@ -125,7 +127,7 @@ class Routes:
                             if again is not None:
                                 return {"task": again, **envelope, "server_time": iso(engine.now())}
                     else:  # after a wait the worker may have deregistered (or registered again)
-                        worker = workers.lookup(engine, req.namespace, worker_id)
+                        worker = workers.peek(engine, req.namespace, worker_id)
                         leasable = worker is None or worker["status"] == "active"
                     first = False
                     if not req.client_connected() or not leasable:
@@ -215,7 +217,7 @@ def _poll_workflow(r: Routes, req: Request) -> Tuple[int, Any]:
         # ``task_kinds`` with ``update_validation``: one poll, one slot, either kind (§4.10); a waiting
         # caller's validation goes first
         if validations is not None:
-            found = validations.claim(req.namespace, q, workers.lookup(r.engine, req.namespace, w))
+            found = validations.claim(req.namespace, q, workers.peek(r.engine, req.namespace, w))
             if found is not None:
                 return found
         return tasks.claim(r.engine, req.namespace, q, w, p, types)
@@ -226,7 +228,7 @@ def _poll_workflow(r: Routes, req: Request) -> Tuple[int, Any]:
 def _poll_validation(r: Routes, req: Request) -> Tuple[int, Any]:
     validations = ValidationBroker.of(r.engine)
     return 200, r.long_poll(req, "update_validation", lambda q, w, p, types: validations.claim(
-        req.namespace, q, workers.lookup(r.engine, req.namespace, w)))
+        req.namespace, q, workers.peek(r.engine, req.namespace, w)))
 
 
 def _validation(action: str) -> Handler:
@@ -297,91 +299,8 @@ def _describe_run(r: Routes, req: Request) -> Tuple[int, Any]:
     return _tx(r, lambda: control.describe_run(r.engine, req.namespace, p["workflow_id"], p["run_id"]))
 
 
-#: How long a history read with ``wait_new_event`` waits for a new event: the real server's
-#: ``server.polling.timeout`` default (its HistoryController::show runs the read through LongPoller::until
-#: until the page after ``next_page_token`` is not empty, woken by the run's history channel).
-HISTORY_WAIT_SECONDS = 30.0
-
-
-def _wait_new_event(value: Optional[str]) -> bool:
-    """The query's ``wait_new_event``: the real server validates it ``['nullable', 'boolean']``. Laravel's
-    rule takes ``true``/``false``/``1``/``0`` as typed values and the strings ``"1"``/``"0"``; a query
-    string carries strings only, so ``"1"``/``"0"`` (or absent, or empty: null) pass and the words
-    ``true``/``false`` are a 422 there and here."""
-    if not value:
-        return False
-    if value == "1" or value == "0":
-        return value == "1"
-    message = "The wait new event field must be true or false."
-    raise ApiError(422, "validation_failed", message, errors={"wait_new_event": [message]},
-                   validation_errors={"wait_new_event": [message]})
-
-
 def _history(r: Routes, req: Request) -> Tuple[int, Any]:
-    p = req.params
-    engine = r.engine
-
-    def read() -> Tuple[int, Any]:
-        return _tx(r, lambda: control.history(engine, req.namespace, p["workflow_id"], p.get("run_id"), req.query))
-
-    if not _wait_new_event(req.query.get("wait_new_event")):
-        return read()
-    deadline = time.monotonic() + min(HISTORY_WAIT_SECONDS, engine.config.long_poll_max_seconds)
-    with engine.lock:  # released while waiting; an append to the run wakes the wait
-        while True:
-            status, body = read()
-            remaining = deadline - time.monotonic()
-            if body["events"] or remaining <= 0 or engine.stopping or not req.client_connected():
-                break
-            engine.await_events(body["run_id"], remaining)
-        events = body["events"]
-        if not events or body.get("next_page_token") or _settled(engine, body["run_id"], events[0], deadline):
-            return status, body
-        return read()  # the same page (same token), with what the run recorded meanwhile
-
-
-#: How long after the first event a ``wait_new_event`` read answers with was recorded the read may hold on
-#: for more of the run's events; it answers at once when the run is closed (or closes). The real
-#: server's wait checks the run's history channel every ``server.polling.signal_check_interval_ms``
-#: (100 ms by default: LongPoller::until sleeps between checks), so its answer comes up to 100 ms after
-#: the event; answering within this window is within what it does. Every answer costs the server a
-#: render and the follower a round trip: a result wait answered at every append re-read a one-activity
-#: workflow's history 4-5 times, on the same cores as the chain it waits for.
-HISTORY_SETTLE_SECONDS = 0.05
-
-
-def _settled(engine: Engine, run_id: str, first: Dict[str, Any], deadline: float) -> bool:
-    """Hold a history wait that has new events while its run is open, for at most
-    :data:`HISTORY_SETTLE_SECONDS` after ``first`` (its first new event) was recorded, the wait's
-    deadline or the server's stop. ``True``: it did not wait (the run is closed,
-    or the event is old enough), so the read stands. Called holding the engine lock, which the waits
-    release: an append happens under that lock, so none falls between a check and the next wait."""
-    run = engine.get_run(run_id)
-    if run is None or run["status"] in TERMINAL_STATUSES:
-        return True
-    recorded = _epoch(first.get("recorded_at"))
-    hold = HISTORY_SETTLE_SECONDS if recorded is None else HISTORY_SETTLE_SECONDS - (engine.now() - recorded)
-    if hold <= 0:
-        return True
-    until = min(deadline, time.monotonic() + min(hold, HISTORY_SETTLE_SECONDS))
-    while True:  # (a client that left is noticed when the answer is written: the hold is short)
-        remaining = until - time.monotonic()
-        if remaining <= 0 or engine.stopping:
-            return False
-        engine.await_events(run_id, remaining, closing_only=True)
-        run = engine.get_run(run_id)
-        if run is None or run["status"] in TERMINAL_STATUSES:
-            return False
-
-
-def _epoch(stamp: Any) -> Optional[float]:
-    """An event's ``recorded_at`` (``util.iso``) as epoch seconds, ``None`` if it is not one."""
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    return history_route.serve(r.engine, req)
 
 
 def _signal(r: Routes, req: Request) -> Tuple[int, Any]:

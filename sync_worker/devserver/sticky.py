@@ -16,7 +16,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from .store import Row
 
-__all__ = ["forget", "note_completion", "sticky_offset"]
+__all__ = ["check_recorded", "forget", "note_completion", "sticky_offset"]
 
 _MAX_TTL = 3600
 
@@ -25,8 +25,12 @@ def _int(value: Any) -> Optional[int]:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def note_completion(run: Row, task: Row, body: Dict[str, Any], event_count: int, ts: float) -> None:
-    """Remember (or forget) the completing worker's sticky claim; the caller saves ``run``."""
+def note_completion(run: Row, task: Row, body: Dict[str, Any], event_count: Optional[int], ts: float) -> None:
+    """Remember (or forget) the completing worker's sticky claim; the caller saves ``run``.
+
+    ``event_count``: the run's events once the completion is recorded; ``None`` when the claim is noted
+    before the completion's commands are applied (so a run they close is saved once, claim included):
+    then :func:`check_recorded` applies that bound afterwards."""
     claim = body.get("sticky_cache")
     if (not isinstance(claim, dict) or claim.get("worker_id") != task.get("lease_owner")
             or claim.get("run_id") not in (None, run["run_id"])):
@@ -34,11 +38,19 @@ def note_completion(run: Row, task: Row, body: Dict[str, Any], event_count: int,
         return
     sequence = _int(claim.get("last_history_sequence"))
     ttl = _int(claim.get("ttl_seconds")) or 300
-    if sequence is None or not 0 < sequence <= event_count:
+    if sequence is None or sequence <= 0 or (event_count is not None and sequence > event_count):
         run.pop("sticky", None)
         return
     run["sticky"] = {"worker_id": task["lease_owner"], "sequence": sequence,
                      "expires_at": ts + max(1, min(ttl, _MAX_TTL))}
+
+
+def check_recorded(run: Row, event_count: int) -> None:
+    """A claim noted before the commands were applied: forgotten if it names more than ``event_count``
+    events (what :func:`note_completion` with the count refuses)."""
+    claim = run.get("sticky")
+    if isinstance(claim, dict) and (_int(claim.get("sequence")) or 0) > event_count:
+        run.pop("sticky", None)
 
 
 def forget(run: Row) -> None:

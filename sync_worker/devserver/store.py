@@ -8,17 +8,16 @@ one transaction, so a killed server restarts on a consistent state.
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import threading
 from operator import itemgetter
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from .checkpoint import Checkpointer
 from .encoding import compact_encoder, decode_stored
 
 Row = Dict[str, Any]
 
-log = logging.getLogger("sync_worker.devserver")
 
 # table -> (primary key column, indexed columns copied out of the document)
 TABLES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
@@ -105,47 +104,6 @@ _CACHED_TEXT = 16 * 1024
 _CHECKPOINT_EVERY_COMMITS = 200
 
 
-class _Checkpointer:
-    """Copies the WAL into the database file on its own connection and thread.
-
-    SQLite's automatic checkpoint runs inside the ``COMMIT`` that crosses 1,000 WAL pages, i.e.
-    under the engine lock: a few milliseconds of page copies and (with ``synchronous=NORMAL``)
-    an ``fsync`` during which every request waits. A ``PASSIVE`` checkpoint from a second
-    connection runs beside the writer instead (``sqlite3`` releases the GIL while it works).
-    """
-
-    def __init__(self, path: str, writer_lock: Any, every_seconds: float = 1.0) -> None:
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._writer_lock = writer_lock
-        self._every = every_seconds
-        self._wake = threading.Event()
-        self._stop = False
-        self._thread = threading.Thread(target=self._run, name="devserver-checkpoint", daemon=True)
-        self._thread.start()
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def _run(self) -> None:
-        while not self._stop:
-            self._wake.wait(self._every)
-            self._wake.clear()
-            if self._stop:
-                return
-            try:
-                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()  # the bulk, beside the writer
-                with self._writer_lock:  # the few frames since: the next write restarts the WAL at its start
-                    self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-            except sqlite3.Error as exc:  # busy or closing: the next round catches up
-                log.debug("WAL checkpoint skipped: %s", exc)
-
-    def close(self) -> None:
-        self._stop = True
-        self._wake.set()
-        self._thread.join(10)
-        self._conn.close()
-
-
 class Store:
     """Thin typed wrapper over one sqlite3 connection (callers hold the engine lock)."""
 
@@ -162,7 +120,8 @@ class Store:
         self.committed_id = 0
         self.batch_open = False
         self._joined = False  # the running transaction is a savepoint inside an open batch
-        self._checkpointer: Optional[_Checkpointer] = None
+        self._begun = False  # the running transaction has written (its BEGIN or SAVEPOINT was executed)
+        self._checkpointer: Optional[Checkpointer] = None
         self._commits = 0
         # What each row's indexed columns hold in the file, for rows read or written lately: a
         # put then rewrites only the columns that changed (an index not touched, a page not
@@ -172,6 +131,8 @@ class Store:
         self._last_seq: Dict[str, int] = {}  # run_id -> its newest event's seq (saves a MAX() per append)
         #: table -> primary key -> the document's JSON text, as in the file (``_CACHED_TABLES`` only)
         self._docs: Dict[str, Dict[str, str]] = {table: {} for table in _CACHED_TABLES}
+        #: table -> primary key -> (the text in ``_docs``, its decoded row) handed to :meth:`get_shared`
+        self._shared: Dict[str, Dict[str, Tuple[str, Row]]] = {}
         if path != ":memory:":
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -188,7 +149,7 @@ class Store:
             self._conn.execute(f"DROP INDEX IF EXISTS {retired}")
         if path != ":memory:" and self._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
             self._conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer thread does it
-            self._checkpointer = _Checkpointer(path, writer_lock if writer_lock is not None else self._lock)
+            self._checkpointer = Checkpointer(path, writer_lock if writer_lock is not None else self._lock)
 
     def _add_missing_columns(self) -> None:
         """A file written by an older dev server: add the indexed columns it lacks, filled from the documents.
@@ -203,6 +164,7 @@ class Store:
                     continue
                 self.begin()
                 try:
+                    self._write()
                     self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
                     for (data,) in self._conn.execute(f"SELECT data FROM {table}").fetchall():
                         row = decode_stored(data)
@@ -225,17 +187,33 @@ class Store:
             self._conn.close()  # the last connection to close checkpoints and removes the WAL
 
     # -- transactions -------------------------------------------------------------------
-    def begin(self) -> None:
+    def begin(self, lazy: bool = False) -> None:
+        """Open a transaction. ``lazy``: its ``BEGIN`` (or ``SAVEPOINT``, in an open batch) waits for its
+        first write, so one that only reads (a long poll's round that finds nothing) executes no transaction
+        statement; its reads need none, as every writer holds the engine lock, as the transaction does, so
+        nothing changes between its statements (an open batch's rows included). Not lazy: at once (a read
+        outside a transaction takes and drops a read snapshot per statement)."""
         with self._lock:
             if self._depth == 0:
-                if self.batch_open:
-                    self._conn.execute("SAVEPOINT grouped")
-                    self._joined = True
-                else:
-                    self._conn.execute("BEGIN IMMEDIATE")
-                    self.batch_open, self._joined = True, False
-                    self.batch_id += 1
+                self._begun = False
+                if not lazy:
+                    self._begin_now()
             self._depth += 1
+
+    def _write(self) -> None:
+        """Before a write: the running transaction's ``BEGIN`` / ``SAVEPOINT``, if not executed yet."""
+        if not self._begun and self._depth:
+            self._begin_now()
+
+    def _begin_now(self) -> None:
+        self._begun = True
+        if self.batch_open:
+            self._conn.execute("SAVEPOINT grouped")
+            self._joined = True
+        else:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self.batch_open, self._joined = True, False
+            self.batch_id += 1
 
     def end(self, commit: bool, defer: bool = False) -> None:
         """Close a transaction; ``defer`` leaves a successful one's batch open for :meth:`flush`.
@@ -246,6 +224,10 @@ class Store:
         with self._lock:
             self._depth -= 1
             if self._depth != 0:
+                return
+            if not self._begun:  # it wrote nothing: nothing to undo; a read of an open batch may commit it
+                if commit and not defer:
+                    self.flush()
                 return
             if not commit:
                 self._forget()  # the cached column values may be what was just rolled back
@@ -278,6 +260,7 @@ class Store:
             known.clear()
         for docs in self._docs.values():
             docs.clear()
+        self._shared.clear()
         self._last_seq.clear()
 
     def _keep_text(self, table: str, pk: str, text: str) -> None:
@@ -319,6 +302,7 @@ class Store:
                 known.clear()
             known[pk] = values
             return
+        self._write()
         before = known.get(pk)
         if before is not None:
             changed = tuple([i for i, (old, new) in enumerate(zip(before, values))
@@ -355,6 +339,27 @@ class Store:
         self._remember(table, row)
         return row
 
+    def get_shared(self, table: str, key: str) -> Optional[Row]:
+        """:meth:`get` for a reader that does not change the row (a poll's look at its worker's): the same
+        decoded object while the stored text is the same one (``_CACHED_TABLES`` only). Never mutate it."""
+        row = self.get(table, key) if key not in self._docs[table] else None
+        text = self._docs[table].get(key)
+        if text is None:
+            return row
+        shared = self._shared.get(table)
+        if shared is None:
+            shared = self._shared[table] = {}
+        found = shared.get(key)
+        if found is not None and found[0] is text:
+            return found[1]
+        if row is None:
+            row = decode_stored(text)
+            self._remember(table, row)
+        if len(shared) >= _CACHED_DOCS:
+            shared.clear()
+        shared[key] = (text, row)
+        return row
+
     def stored_column(self, table: str, key: str, column: str) -> Any:
         """An indexed column's value as the file holds it, when the store remembers the row (read or
         written lately, in this or a committed transaction); ``None`` when it does not: then ask :meth:`get`."""
@@ -386,6 +391,7 @@ class Store:
         return str(found[0])
 
     def delete(self, table: str, key: str) -> None:
+        self._write()
         pk = TABLES[table][0]
         self._conn.execute(f"DELETE FROM {table} WHERE {pk} = ?", (key,))
         self._stored[table].pop(key, None)
@@ -394,6 +400,7 @@ class Store:
 
     def delete_where(self, table: str, where: str, params: Sequence[Any] = ()) -> int:
         """Delete every matching row (``events`` included); returns how many went."""
+        self._write()
         cur = self._conn.execute(f"DELETE FROM {table} WHERE {where}", tuple(params))
         if table == "events":
             self._last_seq.clear()
@@ -445,6 +452,7 @@ class Store:
         self._last_seq[run_id] = 0
 
     def add_event(self, run_id: str, seq: int, event: Row) -> None:
+        self._write()
         self._conn.execute("INSERT INTO events (run_id, seq, data) VALUES (?, ?, ?)",
                            (run_id, seq, _encode(event)))
         if len(self._last_seq) >= _REMEMBER_ROWS:
@@ -453,12 +461,16 @@ class Store:
             self._last_seq[run_id] = seq
 
     def events(self, run_id: str, offset: int = 0, limit: Optional[int] = None) -> List[Row]:
+        return [decode_stored(text) for text in self.event_texts(run_id, offset, limit)]
+
+    def event_texts(self, run_id: str, offset: int = 0, limit: Optional[int] = None) -> List[str]:
+        """A run's events from the ``offset``-th on (at most ``limit``), as the JSON text the store wrote."""
         sql = "SELECT data FROM events WHERE run_id = ? ORDER BY seq"
         if limit is not None:
             sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
         elif offset:
             sql += f" LIMIT -1 OFFSET {int(offset)}"
-        return [decode_stored(r[0]) for r in self._conn.execute(sql, (run_id,))]
+        return [r[0] for r in self._conn.execute(sql, (run_id,))]
 
     def iter_all(self, table: str) -> Iterator[Row]:
         for r in self._conn.execute(f"SELECT data FROM {table}"):

@@ -56,7 +56,7 @@ def render(engine: Engine, task: Row, run: Row) -> Dict[str, Any]:
     page_size = int(task.get("page_size") or 500)
     total = engine.store.event_count(run["run_id"])
     offset, mode = sticky.sticky_offset(task, run, total, engine.now())
-    events = engine.history(run["run_id"], offset, page_size + 1)
+    events = engine.history_answer(run["run_id"], offset, page_size + 1)
     more = len(events) > page_size
     extra: Dict[str, Any] = {}
     if mode is not None:
@@ -179,8 +179,11 @@ def complete(engine: Engine, namespace: str, task_id: str, body: Dict[str, Any])
     resume.check_commands(task, cmds)
     run = engine.get_run(task["run_id"])
     assert run is not None
+    # The sticky claim first: a run the commands close is saved by the close with it (the save that
+    # follows then writes nothing); bounded by the recorded events once the commands are applied.
+    sticky.note_completion(run, task, body, None, engine.now())
     commands.apply(engine, run, task, cmds, body)
-    sticky.note_completion(run, task, body, engine.store.event_count(run["run_id"]), engine.now())
+    sticky.check_recorded(run, engine.store.event_count(run["run_id"]))
     receipt = _finish(engine, task, run, completed=True)
     assert receipt is not None
     return receipt
@@ -247,7 +250,7 @@ def history_page(engine: Engine, namespace: str, task_id: str, body: Dict[str, A
     offset = parse_page_token(body.get("next_history_page_token"))
     size = int(body.get("history_page_size") or task.get("page_size") or 500)
     size = max(1, min(size, 1000))
-    events = engine.history(task["run_id"], offset, size + 1)
+    events = engine.history_answer(task["run_id"], offset, size + 1)
     more = len(events) > size
     return {"task_id": task_id, "workflow_task_attempt": task["attempt"], "history_events": events[:size],
             "next_history_page_token": page_token(offset + size) if more else None,

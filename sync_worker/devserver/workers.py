@@ -121,13 +121,13 @@ def touch(engine: Engine, namespace: str, worker_id: Any) -> Optional[Row]:
     """
     if not isinstance(worker_id, str):
         return None
-    worker = engine.store.get("workers", _key(namespace, worker_id))
+    worker = peek(engine, namespace, worker_id)
     if worker is None or worker["status"] != "active":
         return worker
     ts = engine.now()
     every = min(TOUCH_EVERY_SECONDS, engine.config.stale_after_seconds / 4.0)
     if ts - float(worker.get("last_seen_at") or 0) >= every:
-        worker["last_seen_at"] = ts
+        worker = {**worker, "last_seen_at": ts}  # the row peek shares stays as stored
         engine.store.put("workers", worker)
     return worker
 
@@ -143,6 +143,14 @@ def lookup(engine: Engine, namespace: str, worker_id: Any) -> Optional[Row]:
     if not isinstance(worker_id, str):
         return None
     return engine.store.get("workers", _key(namespace, worker_id))
+
+
+def peek(engine: Engine, namespace: str, worker_id: Any) -> Optional[Row]:
+    """:func:`lookup` for a reader that does not change the row (a poll's check of its worker, every
+    round): decoded once while the row stays the same (``Store.get_shared``). Never mutate it."""
+    if not isinstance(worker_id, str):
+        return None
+    return engine.store.get_shared("workers", _key(namespace, worker_id))
 
 
 def _recover(engine: Engine, namespace: str, worker_id: str) -> int:
