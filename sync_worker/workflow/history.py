@@ -126,7 +126,10 @@ class HistoryIndex:
 
 
 def event_type(event: Mapping[str, Any]) -> Optional[str]:
-    value = event.get("event_type") or event.get("type")
+    value = event.get("event_type")
+    if type(value) is str and value:  # (the common case)
+        return value
+    value = value or event.get("type")
     return value if isinstance(value, str) and value else None
 
 
@@ -162,6 +165,8 @@ def _int(payload: Mapping[str, Any], key: str) -> Optional[int]:
 
 
 def text(value: Any) -> Optional[str]:
+    if value is None:  # (the common case: an absent key)
+        return None
     return value if isinstance(value, str) and value else None
 
 
@@ -243,7 +248,7 @@ def step_details(payload: Mapping[str, Any]) -> Dict[str, Any]:
         details["delay_seconds"] = payload["delay_seconds"]
     for key in _DETAIL_KEYS:
         value = payload.get(key)
-        if isinstance(value, str) and value:
+        if value is not None and isinstance(value, str) and value:
             details[key] = value
     path = payload.get("parallel_group_path")
     if isinstance(path, list) and path and all(isinstance(entry, Mapping) for entry in path):
