@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import traceback
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import LocalActivityExecutionAborted, PayloadError, ServerError, WorkerShutdown
 from ..interceptors import QueryTaskInterceptorContext, WorkerInterceptor, WorkflowTaskInterceptorContext
@@ -123,9 +123,12 @@ def run_workflow_task(
     sticky: Optional[StickyWorkflowCache] = None,
     build_id: Optional[str] = None,
     activities: Optional[Mapping[str, Callable[..., Any]]] = None,
-    observability_supported: bool = False,
+    observability_supported: Union[bool, Callable[[], bool]] = False,
 ) -> str:
     """Replay one leased workflow task and send its commands; returns the outcome name.
+
+    ``observability_supported`` (or a call that answers it) is asked only when an interceptor is
+    configured (it goes into the interceptor context).
 
     With an enabled ``sticky`` cache (and the default executor) the run's suspended state
     is resumed when continuity is proved, and kept again after a delivered outcome.
@@ -194,8 +197,10 @@ def run_workflow_task(
     try:
         if interceptors:
             outcome = chain(interceptors, "execute_workflow_task", execute, none_allowed=False)(
-                WorkflowTaskInterceptorContext(worker_id=worker_id, task_queue=task_queue, task=task.raw,
-                                               namespace=namespace, observability_supported=observability_supported))
+                WorkflowTaskInterceptorContext(
+                    worker_id=worker_id, task_queue=task_queue, task=task.raw, namespace=namespace,
+                    observability_supported=bool(observability_supported() if callable(observability_supported)
+                                                 else observability_supported)))
         else:  # no interceptor: no chain, no interceptor context
             outcome = execute_task(task.raw)
     except WorkerShutdown:
