@@ -44,12 +44,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from json.encoder import encode_basestring_ascii
-
-try:  # CPython's C accelerator (absent on some other interpreters)
-    from _json import make_encoder as c_make_encoder
-except ImportError:  # pragma: no cover
-    c_make_encoder = None
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..workflow.incremental import SuspendedRun
@@ -84,8 +78,9 @@ class CachedRun:
 _SIZE_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 #: CPython's C encoder of that text, built once (``JSONEncoder.encode`` builds one per call); without
 #: the circular-reference check: decoded JSON is a tree (a cycle ends in ``RecursionError``, caught)
-_C_SIZE_ENCODER = (None if c_make_encoder is None else
-                   c_make_encoder(None, str, encode_basestring_ascii, None, ":", ",", False, False, True))
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)  # (CPython's; not in the typeshed stubs)
+_C_SIZE_ENCODER = (None if _c_make_encoder is None else _c_make_encoder(
+    None, str, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True))
 
 
 def _encoded_size(events: List[Dict[str, Any]]) -> int:
