@@ -77,8 +77,8 @@ def test_without_interceptors_no_interceptor_context_is_built_and_observability_
     monkeypatch.setattr(workflow_tasks, "WorkflowTaskInterceptorContext", counted)
     task = parse_task("workflow", _task())
     client = FakeClient()
-    common: Dict[str, Any] = dict(client=client, registry=WorkflowRegistry([OneActivity]), worker_id="w", task_queue="q",
-                                  sleep=lambda _: None, observability_supported=observability)
+    common: Dict[str, Any] = dict(client=client, registry=WorkflowRegistry([OneActivity]), worker_id="w",
+                                  task_queue="q", sleep=lambda _: None, observability_supported=observability)
     outcome = workflow_tasks.run_workflow_task(task=task, inflight=InflightTask(ThreadBackend(), "workflow", "wft-1"),
                                                **common)
     assert outcome == "completed" and built == [] and asked == []
