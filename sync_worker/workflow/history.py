@@ -140,6 +140,14 @@ def event_payload(event: Mapping[str, Any]) -> Dict[str, Any]:
     return dict(payload) if isinstance(payload, Mapping) else {}
 
 
+def payload_view(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``event_payload`` for a reader that neither keeps nor changes it: decoded JSON's own dict, not a copy."""
+    payload = event.get("payload")
+    if type(payload) is dict:
+        return payload
+    return dict(payload) if isinstance(payload, Mapping) else {}
+
+
 def sequence_of(payload: Mapping[str, Any]) -> Optional[int]:
     value = payload.get("sequence") or payload.get("workflow_sequence")
     if type(value) is int:  # (the common case; a bool is not exactly an int)

@@ -64,6 +64,7 @@ from .history import (
     RecordedStep,
     event_payload,
     event_type,
+    payload_view,
     sequence_of,
 )
 from .local_activities import LocalActivityRunner, RecordLocalActivity
@@ -147,7 +148,7 @@ def _eligible(run: SuspendedRun, new_events: List[Dict[str, Any]]) -> bool:
             return False
         if kind in _IGNORED_EVENTS or kind in _RECEIVER_EVENTS or kind in _SELECTION_EVENTS:
             continue
-        sequence = sequence_of(event_payload(event))
+        sequence = sequence_of(payload_view(event))
         if kind in _WAIT_EVENTS:
             # A new open must not take a sequence the history already used: that would change
             # how the earlier events of that sequence read.
@@ -166,7 +167,7 @@ def _touched_waits(replay: _Replay, new_events: List[Dict[str, Any]], new_receiv
     wait_ids = replay.scanner.wait_ids
     touched = {receiver.wait_id for receiver in new_receivers if receiver.wait_id is not None}
     for event in new_events:
-        payload = event_payload(event)
+        payload = payload_view(event)
         wait_id = payload.get("condition_wait_id")
         if isinstance(wait_id, str) and wait_id:
             touched.add(wait_id)
@@ -183,9 +184,9 @@ def _extend(replay: _Replay, new_events: List[Dict[str, Any]]) -> Optional[List[
     refuse_scoped_history(new_events)  # (caught by ``resume``: the cold replay then refuses the task)
     _validate_codecs(new_events)
     known = scanner.types_by_sequence
-    reused = {sequence_of(event_payload(event)) for event in new_events if event_type(event) == "TimerScheduled"}
+    reused = {sequence_of(payload_view(event)) for event in new_events if event_type(event) == "TimerScheduled"}
     reused = {sequence for sequence in reused if sequence is not None and sequence in known}
-    touched_sequences = {sequence_of(event_payload(event)) for event in new_events}
+    touched_sequences = {sequence_of(payload_view(event)) for event in new_events}
     collect_steps(new_events, known, scanner.details_by_sequence, scanner.wait_ids)
     aliases = scanner.aliases.feed(new_events, scanner.wait_ids)
     if reused & set(aliases):
@@ -314,7 +315,7 @@ def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *, cancel_reques
         local_activities.begin_replay()
     if replay.recorded or context is not None:
         return resume_recorded(run, new_events, cancel_requested, context)
-    if any(event_type(event) == "SignalApplied" and message_id(event_payload(event), "signal_id")
+    if any(event_type(event) == "SignalApplied" and message_id(payload_view(event), "signal_id")
            for event in new_events):
         return None  # the first application record: a cold replay now places messages by the records
     blocked = replay.blocked

@@ -26,6 +26,7 @@ from .history import (
     event_type,
     group_membership,
     parse_time,
+    payload_view,
     sequence_of,
     step_details,
     text,
@@ -77,7 +78,7 @@ def _validate_codecs(events: List[Dict[str, Any]]) -> None:
     for event in events:
         if event_type(event) not in _CODEC_CHECKED:
             continue
-        payload = event_payload(event)
+        payload = payload_view(event)
         if "payload_codec" in payload and payload["payload_codec"] != payloads.CODEC:
             error = payloads.UnsupportedPayloadCodec(payload["payload_codec"])
             raise WorkflowPayloadDecodeError(
@@ -125,7 +126,7 @@ def collect_steps(events: List[Dict[str, Any]], types_by_sequence: Dict[int, Lis
                   details_by_sequence: Dict[int, Dict[str, Any]], wait_ids: Dict[int, str]) -> None:
     """First pass: the event types and merged details of every workflow sequence, the waits' ids."""
     for event in events:
-        kind, payload = event_type(event), event_payload(event)
+        kind, payload = event_type(event), payload_view(event)
         sequence = sequence_of(payload)
         if sequence is None or not _is_step_event(kind):
             continue
@@ -145,7 +146,7 @@ def collect_steps(events: List[Dict[str, Any]], types_by_sequence: Dict[int, Lis
 def collect_resolved(events: List[Dict[str, Any]], wait_ids: Mapping[int, str], resolved: Set[int]) -> None:
     """Second pass: the sequences that have a result (they are never pending)."""
     for event in events:
-        kind, payload = event_type(event), event_payload(event)
+        kind, payload = event_type(event), payload_view(event)
         sequence = sequence_of(payload)
         if sequence is not None and (kind in RESOLVED_EVENTS or (
                 kind == "TimerFired" and _timeout_kind(payload, wait_ids) is None)):
@@ -182,7 +183,7 @@ def read_history_scanner(
     index = HistoryIndex(events=events)
     for event in events:
         if event_type(event) == "WorkflowStarted":
-            payload = event_payload(event)
+            payload = payload_view(event)
             source = "payload.timestamp" if "timestamp" in payload else "recorded_at"
             index.start_time = parse_time(payload.get("timestamp") if "timestamp" in payload
                                            else event.get("recorded_at"))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from .history import RESOLVED_EVENTS, event_payload, event_type, sequence_of, text
+from .history import RESOLVED_EVENTS, event_type, payload_view, sequence_of, text
 
 __all__ = ["TimerAliases", "WaitBinder", "timeout_kind"]
 
@@ -50,7 +50,7 @@ class TimerAliases:
         """Scan ``events``; returns the aliases they add."""
         added: Dict[int, str] = {}
         for event in events:
-            kind, payload = event_type(event), event_payload(event)
+            kind, payload = event_type(event), payload_view(event)
             if kind == "ConditionWaitOpened":
                 wait_id = text(payload.get("condition_wait_id"))
                 timeout = payload.get("timeout_seconds")
@@ -125,7 +125,7 @@ class WaitBinder:
         """Scan ``events``, whose first one sits at history position ``offset``."""
         bindings = self._settled
         for index, event in enumerate(events, offset):
-            kind, payload = event_type(event), event_payload(event)
+            kind, payload = event_type(event), payload_view(event)
             if kind == "ConditionWaitOpened":
                 wait_id = text(payload.get("condition_wait_id"))
                 if wait_id is None:
