@@ -148,6 +148,20 @@ def payload_view(event: Mapping[str, Any]) -> Mapping[str, Any]:
     return dict(payload) if isinstance(payload, Mapping) else {}
 
 
+#: One event as the reader's passes see it: (event, type, payload for reading, sequence).
+Digested = Tuple[Dict[str, Any], Optional[str], Mapping[str, Any], Optional[int]]
+
+
+def digest(events: List[Dict[str, Any]]) -> List[Digested]:
+    """Each event with its type, payload (``payload_view``) and sequence, worked out once for all the
+    passes of one read (each is a pure function of the event)."""
+    out: List[Digested] = []
+    for event in events:
+        payload = payload_view(event)
+        out.append((event, event_type(event), payload, sequence_of(payload)))
+    return out
+
+
 def sequence_of(payload: Mapping[str, Any]) -> Optional[int]:
     value = payload.get("sequence") or payload.get("workflow_sequence")
     if type(value) is int:  # (the common case; a bool is not exactly an int)
