@@ -259,7 +259,20 @@ _DETAIL_KEYS = ("workflow_type", "child_workflow_type", "parent_close_policy", "
                 "timer_kind", "change_id", "condition_key", "condition_definition_fingerprint")
 
 
+#: Every payload key ``step_details`` reads.
+_STEP_DETAIL_KEYS = frozenset({"activity_type", "activity_name", "activity", "execution_mode", "local_activity",
+                               "delay_seconds", *_DETAIL_KEYS, "parallel_group_path", "parallel_group_id",
+                               "parallel_group_kind"})
+_ACTIVITY_TYPE_ONLY = frozenset({"activity_type"})
+
+
 def step_details(payload: Mapping[str, Any]) -> Dict[str, Any]:
+    present = _STEP_DETAIL_KEYS.intersection(payload)
+    if not present:
+        return {}
+    if present == _ACTIVITY_TYPE_ONLY:  # (an activity's events): only its type can be read
+        activity_type = text(payload["activity_type"])
+        return {} if activity_type is None else {"activity_type": activity_type}
     details: Dict[str, Any] = {}
     activity_type = activity_type_of(payload)
     if activity_type is not None:

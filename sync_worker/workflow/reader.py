@@ -45,10 +45,10 @@ from .wait_index import TimerAliases, WaitBinder, timeout_kind
 
 __all__ = ["Scanner", "collect_resolved", "collect_steps", "read_history", "read_history_scanner"]
 
-_CHILD_EVENTS = ("ChildWorkflowScheduled", "ChildRunStarted", "ChildRunCompleted", "ChildRunFailed",
-                 "ChildRunCancelled", "ChildRunTerminated")
-_ACTIVITY_EVENTS = ("ActivityScheduled", "ActivityStarted", "ActivityCompleted", "ActivityFailed",
-                    "ActivityTimedOut", "ActivityCancelled")
+_CHILD_EVENTS = frozenset(("ChildWorkflowScheduled", "ChildRunStarted", "ChildRunCompleted", "ChildRunFailed",
+                           "ChildRunCancelled", "ChildRunTerminated"))
+_ACTIVITY_EVENTS = frozenset(("ActivityScheduled", "ActivityStarted", "ActivityCompleted", "ActivityFailed",
+                              "ActivityTimedOut", "ActivityCancelled"))
 
 
 _timeout_kind = timeout_kind
