@@ -180,10 +180,12 @@ class _Replay(ConditionWaits, RecordedWaits, VersionMarkers, Selections):
 
     def next_unconsumed(self) -> Optional[RecordedStep]:
         """``unconsumed()[0]`` in constant time (it is asked on every yield)."""
-        candidates = [step for step in (self._result_min[self.cursor - self._result_base],
-                                        self._wait_min[self.wait_cursor - self._wait_base],
-                                        self._pending_min) if step is not None]
-        return min(candidates, key=lambda step: step.sequence) if candidates else None
+        best = self._result_min[self.cursor - self._result_base]
+        # the lowest sequence, the earliest of results, waits, pending on ties (as ``min`` picks)
+        for step in (self._wait_min[self.wait_cursor - self._wait_base], self._pending_min):
+            if step is not None and (best is None or step.sequence < best.sequence):
+                best = step
+        return best
 
     def check_new(self, command: Any, offset: int = 0) -> None:
         """A command past the result queue must still agree with any recorded open step."""
