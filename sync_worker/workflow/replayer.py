@@ -169,7 +169,11 @@ class _Replay(ConditionWaits, RecordedWaits, VersionMarkers, Selections):
         self._result_min = _suffix_minima(history.result_steps[self.cursor:])
         self._wait_base = max(0, self.wait_cursor - 1)  # likewise for _wait_min and wait_steps
         self._wait_min = _suffix_minima(history.wait_steps[self._wait_base:])
-        self._pending_min = min(history.pending_steps, key=lambda step: step.sequence, default=None)
+        pending_min: Optional[RecordedStep] = None  # the lowest sequence, the earliest on ties (as ``min`` picks)
+        for step in history.pending_steps:
+            if pending_min is None or step.sequence < pending_min.sequence:
+                pending_min = step
+        self._pending_min = pending_min
 
     def unconsumed(self) -> List[RecordedStep]:
         """Every recorded step not consumed yet, lowest sequence first (results, waits, pending on ties)."""
