@@ -8,13 +8,24 @@ Prints the median microseconds of process CPU per first and per second task over
 
     python3 bench/wft_turnaround.py --count 30 --dump /tmp/tasks.json
     python3 bench/wft_micro.py /tmp/tasks.json [--tree DIR] [--rounds 7] [--pairs 2000]
+    python3 bench/wft_micro.py /tmp/tasks.json --instructions [--tree DIR] [--small 200] [--large 1200]
+
+``--instructions`` counts user-space instructions per pair instead (a count the machine's load does
+not move): the pairs run under ``valgrind --tool=cachegrind --cache-sim=no`` twice, ``--small`` and
+``--large`` pairs, and the difference is divided by the extra pairs. That count covers each task's
+whole worker-side path in process: the wire object copied (as a fresh decode would hand it over),
+``parse_task``, ``run_workflow_task`` and the completion call (not its HTTP request).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 from typing import Any, Dict, List
@@ -27,7 +38,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--pairs", type=int, default=2000)
     parser.add_argument("--check", action="store_true", help="print the commands sent for the first pair")
+    parser.add_argument("--instructions", action="store_true", help="count instructions per pair (valgrind)")
+    parser.add_argument("--small", type=int, default=200)
+    parser.add_argument("--large", type=int, default=1200)
+    parser.add_argument("--count-only", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.instructions:
+        _count_instructions(args)
+        return
     if args.tree:
         sys.path.insert(0, args.tree)
     from sync_worker import workflow
@@ -77,6 +95,12 @@ def main() -> None:
         assert outcome == "completed", outcome
         return spent
 
+    if args.count_only:
+        for n in range(args.count_only):
+            for raw in pairs[n % len(pairs)]:
+                one(raw)
+            sent.clear()
+        return
     if args.check:
         for raw in pairs[0]:
             one(raw)
@@ -98,6 +122,24 @@ def main() -> None:
         seconds.append(statistics.median(b) / 1e3)
     print(f"first (cold) task: {statistics.median(firsts):.1f} us CPU ({min(firsts):.1f}..{max(firsts):.1f}); "
           f"second (sticky hit): {statistics.median(seconds):.1f} us ({min(seconds):.1f}..{max(seconds):.1f})")
+
+
+def _count_instructions(args: argparse.Namespace) -> None:
+    if shutil.which("valgrind") is None:
+        sys.exit("valgrind is not installed")
+
+    def count(pairs: int) -> int:
+        out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                              sys.executable, os.path.abspath(__file__), args.tasks, "--tree", args.tree,
+                              "--count-only", str(pairs)], capture_output=True, text=True, timeout=3600)
+        found = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
+        if found is None or out.returncode != 0:
+            raise RuntimeError(f"no instruction count from valgrind:\n{out.stderr[-2000:]}")
+        return int(found.group(1).replace(",", ""))
+
+    small, large = count(args.small), count(args.large)
+    print(f"tree {os.path.abspath(args.tree) if args.tree else 'this'}: user-space instructions per cold + "
+          f"sticky-hit pair ({args.large} - {args.small} pairs): {(large - small) / (args.large - args.small):,.0f}")
 
 
 if __name__ == "__main__":

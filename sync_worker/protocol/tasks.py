@@ -165,6 +165,14 @@ def parse_task(kind: str, raw: Any) -> PolledTask:
         assert task_id is not None and attempt_id is not None and activity_type is not None
         return ActivityTask(task_id, attempt_id, activity_type, number, raw.get("payload_codec"),
                             raw.get("arguments"), raw.get("lease_expires_at"), raw)
+    if kind == "workflow":
+        # The well-formed workflow task, checked inline (one per poll): the same rules as below.
+        task_id, workflow_type = raw.get("task_id"), raw.get("workflow_type")
+        task_kind, attempt = raw.get("task_kind"), raw.get("workflow_task_attempt", 1)
+        if (task_kind is None or task_kind == "workflow") and type(task_id) is str and task_id \
+                and type(workflow_type) is str and workflow_type and type(attempt) is int and attempt >= 1:
+            return WorkflowTask(task_id, attempt, workflow_type, _text(raw, "workflow_id"), _text(raw, "run_id"),
+                                _text(raw, "workflow_update_id"), raw.get("lease_expires_at"), raw)
     if kind == "workflow" and raw.get("task_kind") == "update_validation":
         task_id = _text(raw, "update_validation_task_id")
         if task_id is None:

@@ -142,7 +142,7 @@ class TaskDispatcher:
                     task_queue=self.task_queue, inflight=inflight, sleep=self.shell.backend.sleep,
                     executor=self.workflow_executor, interceptors=self._interceptors(), namespace=self.namespace,
                     sticky=self.sticky, build_id=self.build_id, activities=self.activities,
-                    observability_supported=self._observability())
+                    observability_supported=self._observability)
 
         return self.shell.spawn_task("workflow", task.task_id, slot, body, here=here)
 

@@ -76,12 +76,19 @@ class CachedRun:
 
 #: ``json.dumps(..., separators=(",", ":"), default=str)`` without building an encoder per call
 _SIZE_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
+#: CPython's C encoder of that text, built once (``JSONEncoder.encode`` builds one per call); without
+#: the circular-reference check: decoded JSON is a tree (a cycle ends in ``RecursionError``, caught)
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)  # (CPython's; not in the typeshed stubs)
+_C_SIZE_ENCODER = (None if _c_make_encoder is None else _c_make_encoder(
+    None, str, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True))
 
 
 def _encoded_size(events: List[Dict[str, Any]]) -> int:
     try:
+        if _C_SIZE_ENCODER is not None:
+            return len("".join(_C_SIZE_ENCODER(events, 0)))
         return len(_SIZE_ENCODER.encode(events))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return 512 * len(events)
 
 
@@ -199,7 +206,9 @@ class StickyWorkflowCache:
 
     def claim(self, entry: CachedRun, worker_id: str, build_id: Optional[str]) -> Dict[str, Any]:
         """The completion's ``sticky_cache`` object (§4.5) for a kept entry."""
-        metrics = self.metrics()
+        with self._lock:
+            self._expire()
+            metrics = dict(self._metrics)
         return {"worker_id": worker_id, "workflow_id": entry.workflow_id, "run_id": entry.run_id,
                 # The real server requires a non-empty build id here (the SDK sends its version).
                 "build_id": (build_id or "").strip() or SDK_VERSION, "ttl_seconds": self.ttl_seconds,

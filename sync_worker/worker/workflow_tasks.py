@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import traceback
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import LocalActivityExecutionAborted, PayloadError, ServerError, WorkerShutdown
 from ..interceptors import QueryTaskInterceptorContext, WorkerInterceptor, WorkflowTaskInterceptorContext
@@ -123,9 +123,12 @@ def run_workflow_task(
     sticky: Optional[StickyWorkflowCache] = None,
     build_id: Optional[str] = None,
     activities: Optional[Mapping[str, Callable[..., Any]]] = None,
-    observability_supported: bool = False,
+    observability_supported: Union[bool, Callable[[], bool]] = False,
 ) -> str:
     """Replay one leased workflow task and send its commands; returns the outcome name.
+
+    ``observability_supported`` (or a call that answers it) is asked only when an interceptor is
+    configured (it goes into the interceptor context).
 
     With an enabled ``sticky`` cache (and the default executor) the run's suspended state
     is resumed when continuity is proved, and kept again after a delivered outcome.
@@ -162,20 +165,24 @@ def run_workflow_task(
 
     kept: List[CachedRun] = []
 
-    def execute(context: WorkflowTaskInterceptorContext) -> Any:
-        local = TaskLocalActivities(client=client, task=context.task, activities=activities or {},
+    def execute_task(raw: Mapping[str, Any]) -> Any:
+        local = TaskLocalActivities(client=client, task=raw, activities=activities or {},
                                     worker_id=worker_id, task_queue=task_queue, inflight=inflight,
                                     interceptors=interceptors, namespace=namespace, sleep=sleep)
         if sticky is not None and sticky.enabled and executor is None:
             outcome, entry = run_sticky_task(
-                sticky, registry, dict(context.task), task_queue=task_queue,
-                load=lambda token: load_history(client, context.task, worker_id, cancel, token), local_activities=local)
-            kept.extend([entry] if entry is not None else [])
+                sticky, registry, dict(raw), task_queue=task_queue,
+                load=lambda token: load_history(client, raw, worker_id, cancel, token), local_activities=local)
+            if entry is not None:
+                kept.append(entry)
             return outcome
-        events = load_history(client, context.task, worker_id, cancel)
+        events = load_history(client, raw, worker_id, cancel)
         if executor is not None:
-            return executor(registry, dict(context.task), events, task_queue=task_queue)
-        return _default_executor()(registry, dict(context.task), events, task_queue=task_queue, local_activities=local)
+            return executor(registry, dict(raw), events, task_queue=task_queue)
+        return _default_executor()(registry, dict(raw), events, task_queue=task_queue, local_activities=local)
+
+    def execute(context: WorkflowTaskInterceptorContext) -> Any:
+        return execute_task(context.task)
 
     def keep() -> Optional[Dict[str, Any]]:
         # Cached before the outcome is sent: the run's next task may arrive right after it.
@@ -188,9 +195,14 @@ def run_workflow_task(
             sticky.discard(kept[0].run_id)
 
     try:
-        outcome = chain(interceptors, "execute_workflow_task", execute, none_allowed=False)(
-            WorkflowTaskInterceptorContext(worker_id=worker_id, task_queue=task_queue, task=task.raw,
-                                           namespace=namespace, observability_supported=observability_supported))
+        if interceptors:
+            outcome = chain(interceptors, "execute_workflow_task", execute, none_allowed=False)(
+                WorkflowTaskInterceptorContext(
+                    worker_id=worker_id, task_queue=task_queue, task=task.raw, namespace=namespace,
+                    observability_supported=bool(observability_supported() if callable(observability_supported)
+                                                 else observability_supported)))
+        else:  # no interceptor: no chain, no interceptor context
+            outcome = execute_task(task.raw)
     except WorkerShutdown:
         return "abandoned"
     except LocalActivityExecutionAborted as error:

@@ -126,7 +126,10 @@ class HistoryIndex:
 
 
 def event_type(event: Mapping[str, Any]) -> Optional[str]:
-    value = event.get("event_type") or event.get("type")
+    value = event.get("event_type")
+    if type(value) is str and value:  # (the common case)
+        return value
+    value = value or event.get("type")
     return value if isinstance(value, str) and value else None
 
 
@@ -135,6 +138,28 @@ def event_payload(event: Mapping[str, Any]) -> Dict[str, Any]:
     if type(payload) is dict:  # decoded JSON: skip the (slower) ABC check
         return payload.copy()
     return dict(payload) if isinstance(payload, Mapping) else {}
+
+
+def payload_view(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``event_payload`` for a reader that neither keeps nor changes it: decoded JSON's own dict, not a copy."""
+    payload = event.get("payload")
+    if type(payload) is dict:
+        return payload
+    return dict(payload) if isinstance(payload, Mapping) else {}
+
+
+#: One event as the reader's passes see it: (event, type, payload for reading, sequence).
+Digested = Tuple[Dict[str, Any], Optional[str], Mapping[str, Any], Optional[int]]
+
+
+def digest(events: List[Dict[str, Any]]) -> List[Digested]:
+    """Each event with its type, payload (``payload_view``) and sequence, worked out once for all the
+    passes of one read (each is a pure function of the event)."""
+    out: List[Digested] = []
+    for event in events:
+        payload = payload_view(event)
+        out.append((event, event_type(event), payload, sequence_of(payload)))
+    return out
 
 
 def sequence_of(payload: Mapping[str, Any]) -> Optional[int]:
@@ -162,6 +187,8 @@ def _int(payload: Mapping[str, Any], key: str) -> Optional[int]:
 
 
 def text(value: Any) -> Optional[str]:
+    if value is None:  # (the common case: an absent key)
+        return None
     return value if isinstance(value, str) and value else None
 
 
@@ -232,7 +259,20 @@ _DETAIL_KEYS = ("workflow_type", "child_workflow_type", "parent_close_policy", "
                 "timer_kind", "change_id", "condition_key", "condition_definition_fingerprint")
 
 
+#: Every payload key ``step_details`` reads.
+_STEP_DETAIL_KEYS = frozenset({"activity_type", "activity_name", "activity", "execution_mode", "local_activity",
+                               "delay_seconds", *_DETAIL_KEYS, "parallel_group_path", "parallel_group_id",
+                               "parallel_group_kind"})
+_ACTIVITY_TYPE_ONLY = frozenset({"activity_type"})
+
+
 def step_details(payload: Mapping[str, Any]) -> Dict[str, Any]:
+    present = _STEP_DETAIL_KEYS.intersection(payload)
+    if not present:
+        return {}
+    if present == _ACTIVITY_TYPE_ONLY:  # (an activity's events): only its type can be read
+        activity_type = text(payload["activity_type"])
+        return {} if activity_type is None else {"activity_type": activity_type}
     details: Dict[str, Any] = {}
     activity_type = activity_type_of(payload)
     if activity_type is not None:
@@ -243,7 +283,7 @@ def step_details(payload: Mapping[str, Any]) -> Dict[str, Any]:
         details["delay_seconds"] = payload["delay_seconds"]
     for key in _DETAIL_KEYS:
         value = payload.get(key)
-        if isinstance(value, str) and value:
+        if value is not None and isinstance(value, str) and value:
             details[key] = value
     path = payload.get("parallel_group_path")
     if isinstance(path, list) and path and all(isinstance(entry, Mapping) for entry in path):

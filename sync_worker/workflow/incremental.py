@@ -60,11 +60,12 @@ from .commands import RecordSideEffect, RecordVersionMarker, UpsertMemo, UpsertS
 from .history import (
     TERMINAL_RUN_EVENTS,
     UNSUPPORTED_PREFIXES,
+    Digested,
     Receiver,
     RecordedStep,
+    digest,
     event_payload,
     event_type,
-    sequence_of,
 )
 from .local_activities import LocalActivityRunner, RecordLocalActivity
 from .matching import check_step
@@ -138,16 +139,15 @@ def start(cls: type, history_events: List[Dict[str, Any]], start_input: List[Any
     return result, suspended
 
 
-def _eligible(run: SuspendedRun, new_events: List[Dict[str, Any]]) -> bool:
+def _eligible(run: SuspendedRun, new_events: List[Digested]) -> bool:
     scanner = run.replay.scanner
     resolved, known, wait_ids = scanner.resolved, scanner.types_by_sequence, scanner.wait_ids
-    for event in new_events:
-        kind = event_type(event) or ""
+    for _, digested_kind, _, sequence in new_events:
+        kind = digested_kind or ""
         if kind.startswith(UNSUPPORTED_PREFIXES) or kind in TERMINAL_RUN_EVENTS:
             return False
         if kind in _IGNORED_EVENTS or kind in _RECEIVER_EVENTS or kind in _SELECTION_EVENTS:
             continue
-        sequence = sequence_of(event_payload(event))
         if kind in _WAIT_EVENTS:
             # A new open must not take a sequence the history already used: that would change
             # how the earlier events of that sequence read.
@@ -162,44 +162,46 @@ def _eligible(run: SuspendedRun, new_events: List[Dict[str, Any]]) -> bool:
     return True
 
 
-def _touched_waits(replay: _Replay, new_events: List[Dict[str, Any]], new_receivers: List[Receiver]) -> Set[str]:
+def _touched_waits(replay: _Replay, new_events: List[Digested], new_receivers: List[Receiver]) -> Set[str]:
     wait_ids = replay.scanner.wait_ids
     touched = {receiver.wait_id for receiver in new_receivers if receiver.wait_id is not None}
-    for event in new_events:
-        payload = event_payload(event)
+    for _, _, payload, sequence in new_events:
         wait_id = payload.get("condition_wait_id")
         if isinstance(wait_id, str) and wait_id:
             touched.add(wait_id)
-        sequence = sequence_of(payload)
         if sequence is not None and sequence in wait_ids:
             touched.add(wait_ids[sequence])
     return touched
 
 
-def _extend(replay: _Replay, new_events: List[Dict[str, Any]]) -> Optional[List[Receiver]]:
-    """Feed ``new_events`` into the index exactly as a cold read of the whole history would;
-    returns the new receivers, or None when the earlier events would now read differently."""
+def _extend(replay: _Replay, new_events: List[Dict[str, Any]],
+            digested: Optional[List[Digested]] = None) -> Optional[List[Receiver]]:
+    """Feed ``new_events`` (``digested``: their ``history.digest``) into the index exactly as a cold
+    read of the whole history would; returns the new receivers, or None when the earlier events
+    would now read differently."""
     scanner, history = replay.scanner, replay.history
     refuse_scoped_history(new_events)  # (caught by ``resume``: the cold replay then refuses the task)
-    _validate_codecs(new_events)
+    if digested is None:
+        digested = digest(new_events)
+    _validate_codecs(digested)
     known = scanner.types_by_sequence
-    reused = {sequence_of(event_payload(event)) for event in new_events if event_type(event) == "TimerScheduled"}
-    reused = {sequence for sequence in reused if sequence is not None and sequence in known}
-    touched_sequences = {sequence_of(event_payload(event)) for event in new_events}
-    collect_steps(new_events, known, scanner.details_by_sequence, scanner.wait_ids)
-    aliases = scanner.aliases.feed(new_events, scanner.wait_ids)
+    reused = {sequence for _, kind, _, sequence in digested
+              if kind == "TimerScheduled" and sequence is not None and sequence in known}
+    touched_sequences = {sequence for _, _, _, sequence in digested}
+    collect_steps(digested, known, scanner.details_by_sequence, scanner.wait_ids)
+    aliases = scanner.aliases.feed(digested, scanner.wait_ids)
     if reused & set(aliases):
         return None
     scanner.wait_ids.update(aliases)
-    collect_resolved(new_events, scanner.wait_ids, scanner.resolved)
+    collect_resolved(digested, scanner.wait_ids, scanner.resolved)
     offset = len(history.events)
     # Receivers the code already applied must keep the wait they were bound to (legacy rules).
     unsettled = {index: scanner.binder.binding(index) for index in scanner.binder.unsettled()}
-    scanner.binder.feed(new_events, offset, scanner.wait_ids)
+    scanner.binder.feed(digested, offset, scanner.wait_ids)
     if not replay.recorded and any(scanner.binder.binding(index) != wait_id for index, wait_id in unsettled.items()):
         return None
-    for index in range(offset, offset + len(new_events)):
-        if event_type(new_events[index - offset]) in _RECEIVER_EVENTS:
+    for index, (_, kind, _, _) in enumerate(digested, offset):
+        if kind in _RECEIVER_EVENTS:
             scanner.bindings[index] = scanner.binder.binding(index)
     # Pending steps carry the merged details of every event of their sequence: rebuild them.
     kept = [step for step in history.pending_steps if step.sequence not in scanner.resolved]
@@ -213,7 +215,7 @@ def _extend(replay: _Replay, new_events: List[Dict[str, Any]]) -> Optional[List[
     receivers = len(history.receivers)
     results = len(history.results)
     history.events.extend(new_events)
-    scanner.scan(new_events, offset)
+    scanner.scan(digested, offset)
     new_receivers = history.receivers[receivers:]
     if any(_is_stream(receiver) and is_cursor_checkpoint(receiver.args) for receiver in new_receivers):
         return None  # a cold replay seeds checkpoints before the workflow starts
@@ -304,7 +306,10 @@ def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *, cancel_reques
     ``context`` is the new task's resume context (the message it carries).
     """
     replay = run.replay
-    if cancel_requested != run.cancel_requested or not new_events or not _eligible(run, new_events):
+    if cancel_requested != run.cancel_requested or not new_events:
+        return None
+    digested = digest(new_events)
+    if not _eligible(run, digested):
         return None
     # This task's runner (a kept state must never run a local activity under an old task's lease),
     # and this task's command identity (new workflow-stream directives carry it, as cold).
@@ -313,9 +318,8 @@ def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *, cancel_reques
     if local_activities is not None:
         local_activities.begin_replay()
     if replay.recorded or context is not None:
-        return resume_recorded(run, new_events, cancel_requested, context)
-    if any(event_type(event) == "SignalApplied" and message_id(event_payload(event), "signal_id")
-           for event in new_events):
+        return resume_recorded(run, new_events, cancel_requested, context, digested)
+    if any(kind == "SignalApplied" and message_id(payload, "signal_id") for _, kind, payload, _ in digested):
         return None  # the first application record: a cold replay now places messages by the records
     blocked = replay.blocked
     issued = replay.pending[:replay.blocked_mark]
@@ -325,7 +329,7 @@ def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *, cancel_reques
     replay.blocked = None
     try:
         old_waits = len(replay.history.waits)
-        new_receivers = _extend(replay, new_events)
+        new_receivers = _extend(replay, new_events, digested)
         if new_receivers is None:
             return None
         # A new receiver placed by its position is applied, cold, at the first yield after its
@@ -334,7 +338,7 @@ def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *, cancel_reques
                 receiver.result_index == replay.cursor and replay.yields_since_result != 1))
                for receiver in new_receivers):
             return None
-        touched = _touched_waits(replay, new_events, new_receivers)
+        touched = _touched_waits(replay, digested, new_receivers)
         if rewaiting:
             # The rerun open is decided below; keep it out of the re-asked log.
             last = replay.wait_visits[-1]
@@ -377,7 +381,8 @@ def resume(run: SuspendedRun, new_events: List[Dict[str, Any]], *, cancel_reques
 
 
 def resume_recorded(run: SuspendedRun, new_events: List[Dict[str, Any]], cancel_requested: bool,
-                    context: Optional[ResumeContext]) -> Optional[Tuple[ReplayResult, Optional[SuspendedRun]]]:
+                    context: Optional[ResumeContext], digested: Optional[List[Digested]] = None,
+                    ) -> Optional[Tuple[ReplayResult, Optional[SuspendedRun]]]:
     """Recorded mode (``messages``): every message sits where its record says, so a resume only
     has to see the last task's message recorded next, and every newer one due no earlier than
     the step the run was suspended at; then the suspended yield is handled again."""
@@ -388,7 +393,7 @@ def resume_recorded(run: SuspendedRun, new_events: List[Dict[str, Any]], cancel_
     replay.blocked = None
     try:
         before = len(replay.history.applied)
-        if _extend(replay, new_events) is None:
+        if _extend(replay, new_events, digested) is None:
             return None
         added = list(replay.history.applied[before:])
         if run.carried is not None:

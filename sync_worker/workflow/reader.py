@@ -13,6 +13,7 @@ from .history import (
     RESOLVED_EVENTS,
     TERMINAL_RUN_EVENTS,
     UNSUPPORTED_PREFIXES,
+    Digested,
     HistoryIndex,
     Receiver,
     RecordedStep,
@@ -21,6 +22,7 @@ from .history import (
     child_failure,
     decode_arguments,
     decode_payload_value,
+    digest,
     event_id,
     event_payload,
     event_type,
@@ -43,10 +45,10 @@ from .wait_index import TimerAliases, WaitBinder, timeout_kind
 
 __all__ = ["Scanner", "collect_resolved", "collect_steps", "read_history", "read_history_scanner"]
 
-_CHILD_EVENTS = ("ChildWorkflowScheduled", "ChildRunStarted", "ChildRunCompleted", "ChildRunFailed",
-                 "ChildRunCancelled", "ChildRunTerminated")
-_ACTIVITY_EVENTS = ("ActivityScheduled", "ActivityStarted", "ActivityCompleted", "ActivityFailed",
-                    "ActivityTimedOut", "ActivityCancelled")
+_CHILD_EVENTS = frozenset(("ChildWorkflowScheduled", "ChildRunStarted", "ChildRunCompleted", "ChildRunFailed",
+                           "ChildRunCancelled", "ChildRunTerminated"))
+_ACTIVITY_EVENTS = frozenset(("ActivityScheduled", "ActivityStarted", "ActivityCompleted", "ActivityFailed",
+                              "ActivityTimedOut", "ActivityCancelled"))
 
 
 _timeout_kind = timeout_kind
@@ -73,15 +75,14 @@ _CODEC_CHECKED = frozenset({"WorkflowStarted", "ActivityCompleted", "ChildRunCom
                             "SignalReceived", "UpdateApplied"})
 
 
-def _validate_codecs(events: List[Dict[str, Any]]) -> None:
-    for event in events:
-        if event_type(event) not in _CODEC_CHECKED:
+def _validate_codecs(events: List[Digested]) -> None:
+    for event, kind, payload, _ in events:
+        if kind not in _CODEC_CHECKED:
             continue
-        payload = event_payload(event)
         if "payload_codec" in payload and payload["payload_codec"] != payloads.CODEC:
             error = payloads.UnsupportedPayloadCodec(payload["payload_codec"])
             raise WorkflowPayloadDecodeError(
-                f"{event_type(event) or 'history event'} {event_id(event) or ''}: {error}".replace("  ", " "),
+                f"{kind or 'history event'} {event_id(event) or ''}: {error}".replace("  ", " "),
                 event_id=event_id(event), codec=str(payload["payload_codec"]),
             ) from error
 
@@ -121,12 +122,10 @@ def _is_step_event(kind: Optional[str]) -> bool:
     return kind is not None and (kind.startswith(_STEP_PREFIXES) or kind in RESOLVED_EVENTS)
 
 
-def collect_steps(events: List[Dict[str, Any]], types_by_sequence: Dict[int, List[str]],
+def collect_steps(events: List[Digested], types_by_sequence: Dict[int, List[str]],
                   details_by_sequence: Dict[int, Dict[str, Any]], wait_ids: Dict[int, str]) -> None:
     """First pass: the event types and merged details of every workflow sequence, the waits' ids."""
-    for event in events:
-        kind, payload = event_type(event), event_payload(event)
-        sequence = sequence_of(payload)
+    for _, kind, payload, sequence in events:
         if sequence is None or not _is_step_event(kind):
             continue
         if kind is not None:
@@ -142,11 +141,9 @@ def collect_steps(events: List[Dict[str, Any]], types_by_sequence: Dict[int, Lis
             wait_ids[sequence] = payload["condition_wait_id"]
 
 
-def collect_resolved(events: List[Dict[str, Any]], wait_ids: Mapping[int, str], resolved: Set[int]) -> None:
+def collect_resolved(events: List[Digested], wait_ids: Mapping[int, str], resolved: Set[int]) -> None:
     """Second pass: the sequences that have a result (they are never pending)."""
-    for event in events:
-        kind, payload = event_type(event), event_payload(event)
-        sequence = sequence_of(payload)
+    for _, kind, payload, sequence in events:
         if sequence is not None and (kind in RESOLVED_EVENTS or (
                 kind == "TimerFired" and _timeout_kind(payload, wait_ids) is None)):
             resolved.add(sequence)
@@ -164,25 +161,25 @@ def read_history_scanner(
 ) -> Scanner:
     """:func:`read_history`, returning the scanner (its ``index`` and the bookkeeping behind it)."""
     refuse_scoped_history(events)
-    for event in events:
-        name = event_type(event) or ""
+    digested = digest(events)
+    for _, kind, _, _ in digested:
+        name = kind or ""
         if name.startswith(UNSUPPORTED_PREFIXES):
             raise UnsupportedReplayHistory(f"history event {name!r} needs a feature sync_worker does not replay")
-    _validate_codecs(events)
+    _validate_codecs(digested)
 
     types_by_sequence: Dict[int, List[str]] = {}
     details_by_sequence: Dict[int, Dict[str, Any]] = {}
     wait_ids: Dict[int, str] = {}
-    collect_steps(events, types_by_sequence, details_by_sequence, wait_ids)
+    collect_steps(digested, types_by_sequence, details_by_sequence, wait_ids)
     aliases = TimerAliases()
-    wait_ids.update(aliases.feed(events, wait_ids))
+    wait_ids.update(aliases.feed(digested, wait_ids))
     resolved: Set[int] = set()
-    collect_resolved(events, wait_ids, resolved)
+    collect_resolved(digested, wait_ids, resolved)
 
     index = HistoryIndex(events=events)
-    for event in events:
-        if event_type(event) == "WorkflowStarted":
-            payload = event_payload(event)
+    for event, kind, payload, _ in digested:
+        if kind == "WorkflowStarted":
             source = "payload.timestamp" if "timestamp" in payload else "recorded_at"
             index.start_time = parse_time(payload.get("timestamp") if "timestamp" in payload
                                            else event.get("recorded_at"))
@@ -191,14 +188,14 @@ def read_history_scanner(
             break
     else:
         index.clock_error = "Workflow replay clock unavailable: missing WorkflowStarted persisted start time"
-    index.has_terminal_event = any(event_type(event) in TERMINAL_RUN_EVENTS for event in events)
+    index.has_terminal_event = any(kind in TERMINAL_RUN_EVENTS for _, kind, _, _ in digested)
 
     scanner = Scanner(index, codec=codec, workflow_id=workflow_id, run_id=run_id, wait_ids=wait_ids,
                       types_by_sequence=types_by_sequence, details_by_sequence=details_by_sequence,
                       resolved=resolved, binder=WaitBinder(), aliases=aliases)
-    scanner.binder.feed(events, 0, wait_ids)
+    scanner.binder.feed(digested, 0, wait_ids)
     scanner.bindings.update(scanner.binder.bindings())
-    scanner.scan(events, 0)
+    scanner.scan(digested, 0)
     reorder_parallel_groups(index, scanner.memberships, scanner.group_slots())
     return scanner
 
@@ -267,14 +264,13 @@ class Scanner:
         self.pending_added.add(sequence)
         self.index.pending_steps.append(self.step(shape, position, payload, kind, sequence))
 
-    def scan(self, events: List[Dict[str, Any]], offset: int) -> None:
+    def scan(self, events: List[Digested], offset: int) -> None:
         """Scan ``events``, whose first one sits at history position ``offset``."""
         index, codec, wait_ids = self.index, self.codec, self.wait_ids
         add_result, add_pending, step = self.add_result, self.add_pending, self.step
         delivered, memo_seen = self.delivered, self.memo_seen
-        for position, event in enumerate(events, offset):
-            kind, payload = event_type(event) or "", event_payload(event)
-            sequence = sequence_of(payload)
+        for position, (event, digested_kind, _, sequence) in enumerate(events, offset):
+            kind, payload = digested_kind or "", event_payload(event)  # (a copy: the index keeps payloads)
             if kind in DEDUPLICATED_EVENTS and sequence is not None:
                 if delivered.get((kind, sequence)) == payload:
                     continue  # a byte-identical duplicate delivery of the same terminal event

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..errors import NonDeterministicReplayError
 from .commands import Command, WaitCondition
 from .failures import fail_workflow_from_exception
 from .fingerprints import note_fingerprint
@@ -173,8 +174,6 @@ class RecordedWaits:
         return outcome if outcome is not None else self._next_open(command)
 
     def _check_open(self, opened: Dict[str, Any], step: RecordedStep, command: WaitCondition) -> None:
-        from ..errors import NonDeterministicReplayError
-
         key = opened.get("condition_key")
         if isinstance(key, str) and key != (command.condition_key or ""):
             raise NonDeterministicReplayError(step.sequence, "condition wait", step.event_types, detail=(

@@ -169,7 +169,11 @@ class _Replay(ConditionWaits, RecordedWaits, VersionMarkers, Selections):
         self._result_min = _suffix_minima(history.result_steps[self.cursor:])
         self._wait_base = max(0, self.wait_cursor - 1)  # likewise for _wait_min and wait_steps
         self._wait_min = _suffix_minima(history.wait_steps[self._wait_base:])
-        self._pending_min = min(history.pending_steps, key=lambda step: step.sequence, default=None)
+        pending_min: Optional[RecordedStep] = None  # the lowest sequence, the earliest on ties (as ``min`` picks)
+        for step in history.pending_steps:
+            if pending_min is None or step.sequence < pending_min.sequence:
+                pending_min = step
+        self._pending_min = pending_min
 
     def unconsumed(self) -> List[RecordedStep]:
         """Every recorded step not consumed yet, lowest sequence first (results, waits, pending on ties)."""
@@ -180,10 +184,12 @@ class _Replay(ConditionWaits, RecordedWaits, VersionMarkers, Selections):
 
     def next_unconsumed(self) -> Optional[RecordedStep]:
         """``unconsumed()[0]`` in constant time (it is asked on every yield)."""
-        candidates = [step for step in (self._result_min[self.cursor - self._result_base],
-                                        self._wait_min[self.wait_cursor - self._wait_base],
-                                        self._pending_min) if step is not None]
-        return min(candidates, key=lambda step: step.sequence) if candidates else None
+        best = self._result_min[self.cursor - self._result_base]
+        # the lowest sequence, the earliest of results, waits, pending on ties (as ``min`` picks)
+        for step in (self._wait_min[self.wait_cursor - self._wait_base], self._pending_min):
+            if step is not None and (best is None or step.sequence < best.sequence):
+                best = step
+        return best
 
     def check_new(self, command: Any, offset: int = 0) -> None:
         """A command past the result queue must still agree with any recorded open step."""

@@ -148,6 +148,8 @@ class SelectionResult:
 def selection_entry(payload: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
     """The outer ``parallel_group_mode: "select"`` entry of a member event's path, if any."""
     path = payload.get("parallel_group_path")
+    if not isinstance(path, list) and payload.get("parallel_group_mode") != "select":
+        return None  # (most steps: no path, and the event itself is no selection member)
     candidates: List[Mapping[str, Any]] = [entry for entry in path if isinstance(entry, Mapping)] \
         if isinstance(path, list) else []
     candidates.append(payload)

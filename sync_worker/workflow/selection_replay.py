@@ -213,7 +213,10 @@ class Selections:
         return ("send", None)
 
     def unconsumed_selections(self) -> List[int]:
-        return sorted(s for s in self.history.selection.steps if s not in self.consumed_selections)
+        steps = self.history.selection.steps
+        if not steps:  # (a run without selections)
+            return []
+        return sorted(s for s in steps if s not in self.consumed_selections)
 
 
 def _int(value: Any) -> int:

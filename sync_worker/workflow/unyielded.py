@@ -47,11 +47,22 @@ class IssuedCommands:
         return list(self._pending.values())
 
 
-def _commands_in(value: Any, depth: int = 0) -> List[Any]:
-    from .commands import STEP_TYPES, ContinueAsNew
-    from .select import SelectGroup
+_TYPES: List[Any] = []  # (ContinueAsNew, every command type): imported at first use (import cycles)
 
-    if isinstance(value, (*STEP_TYPES, ContinueAsNew, SelectGroup)):
+
+def _types() -> List[Any]:
+    if not _TYPES:
+        from .commands import STEP_TYPES, ContinueAsNew
+        from .select import SelectGroup
+
+        _TYPES.extend((ContinueAsNew, (*STEP_TYPES, ContinueAsNew, SelectGroup)))
+    return _TYPES
+
+
+def _commands_in(value: Any, depth: int = 0) -> List[Any]:
+    if value is None:  # (what most runs return)
+        return []
+    if isinstance(value, _types()[1]):
         return [value]
     if depth > 20:
         return []
@@ -66,9 +77,7 @@ def forgotten_yield(result: Any, leftovers: List[Any], workflow: str) -> Optiona
     """The failure message when the workflow's ``result`` holds a command or commands were never
     yielded; None when everything it built was yielded. A returned ``ctx.continue_as_new(...)`` is
     how a run continues, not a mistake."""
-    from .commands import ContinueAsNew
-
-    in_result = [] if isinstance(result, ContinueAsNew) else _commands_in(result)
+    in_result = [] if isinstance(result, _types()[0]) else _commands_in(result)
     if in_result:
         what = _describe(in_result[0])
         return (f"forgotten_yield: {workflow}.run returned {what} where a value was expected: did you forget "

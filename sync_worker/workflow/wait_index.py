@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from .history import RESOLVED_EVENTS, event_payload, event_type, sequence_of, text
+from .history import RESOLVED_EVENTS, Digested, sequence_of, text
 
 __all__ = ["TimerAliases", "WaitBinder", "timeout_kind"]
 
@@ -46,22 +46,21 @@ class TimerAliases:
         self.aliases: Dict[int, str] = {}
         self._active: Optional[Tuple[str, Optional[int], Optional[int]]] = None
 
-    def feed(self, events: List[Dict[str, Any]], wait_ids: Mapping[int, str]) -> Dict[int, str]:
-        """Scan ``events``; returns the aliases they add."""
+    def feed(self, events: List[Digested], wait_ids: Mapping[int, str]) -> Dict[int, str]:
+        """Scan ``events`` (``history.digest``); returns the aliases they add."""
         added: Dict[int, str] = {}
-        for event in events:
-            kind, payload = event_type(event), event_payload(event)
+        for _, kind, payload, sequence in events:
             if kind == "ConditionWaitOpened":
                 wait_id = text(payload.get("condition_wait_id"))
                 timeout = payload.get("timeout_seconds")
                 if isinstance(timeout, str) and timeout.isdigit():
                     timeout = int(timeout)
                 usable = isinstance(timeout, int) and not isinstance(timeout, bool) and timeout > 0
-                self._active = (wait_id, sequence_of(payload), timeout if usable else None) if wait_id else None
+                self._active = (wait_id, sequence, timeout if usable else None) if wait_id else None
             elif kind == "TimerScheduled":
                 if timeout_kind(payload, {}) == "condition_timeout":
                     continue
-                sequence, active = sequence_of(payload), self._active
+                active = self._active
                 if (active is not None and sequence is not None and active[1] is not None and sequence != active[1]
                         and active[2] is not None and payload.get("delay_seconds") == active[2]
                         and text(payload.get("timer_id")) is not None and text(payload.get("timer_kind")) is None):
@@ -69,7 +68,6 @@ class TimerAliases:
                     continue
                 self._active = None
             elif kind in ("TimerFired", "TimerCancelled"):
-                sequence = sequence_of(payload)
                 if (sequence is not None and sequence in self.aliases) or timeout_kind(payload, wait_ids):
                     self._active = None
             elif kind in ("ConditionWaitSatisfied", "ConditionWaitTimedOut"):
@@ -121,11 +119,10 @@ class WaitBinder:
         self._since_open: List[int] = []
         self._woken_by_prefix = False
 
-    def feed(self, events: List[Dict[str, Any]], offset: int, wait_ids: Mapping[int, str]) -> None:
-        """Scan ``events``, whose first one sits at history position ``offset``."""
+    def feed(self, events: List[Digested], offset: int, wait_ids: Mapping[int, str]) -> None:
+        """Scan ``events`` (``history.digest``), whose first one sits at history position ``offset``."""
         bindings = self._settled
-        for index, event in enumerate(events, offset):
-            kind, payload = event_type(event), event_payload(event)
+        for index, (_, kind, payload, sequence) in enumerate(events, offset):
             if kind == "ConditionWaitOpened":
                 wait_id = text(payload.get("condition_wait_id"))
                 if wait_id is None:
@@ -147,7 +144,7 @@ class WaitBinder:
                 continue
             if kind in ("SignalReceived", "UpdateApplied"):
                 if self._current is None:
-                    if self._prefix_binds or sequence_of(payload) is None:
+                    if self._prefix_binds or sequence is None:
                         self._prefix.append(index)
                     else:
                         bindings[index] = None

@@ -56,3 +56,36 @@ def test_root_scope_and_non_mapping_payloads_pass() -> None:
         {"event_type": "TimerScheduled", "payload": MappingProxyType({"timer": {"cancellation_scope_id": "root"}})},
         {"event_type": "WorkflowStarted", "payload": "not a mapping"},
     ])
+
+
+@pytest.mark.parametrize("payload, details", [
+    ({"sequence": 1, "activity_type": "a", "activity_execution_id": "x", "task_queue": "q", "result": None}, {
+        "activity_type": "a"}),
+    ({"sequence": 1, "activity_type": ""}, {}),
+    ({"sequence": 1, "activity_type": 7}, {}),
+    ({"sequence": 1, "activity_type": "", "activity_name": "b"}, {"activity_type": "b"}),
+    ({"sequence": 1, "activity_type": "a", "activity_name": "b"}, {"activity_type": "a"}),
+    ({"sequence": 1, "activity": {"type": "c"}}, {"activity_type": "c"}),
+    ({"sequence": 1, "activity_type": "a", "local_activity": True}, {"activity_type": "a", "execution_mode": "local"}),
+    ({"sequence": 2, "delay_seconds": 5, "timer_kind": "user"}, {"delay_seconds": 5, "timer_kind": "user"}),
+    ({"sequence": 3, "workflow_type": "child", "parent_close_policy": "abandon"}, {
+        "workflow_type": "child", "parent_close_policy": "abandon"}),
+    ({"sequence": 4, "result": {"codec": "avro", "blob": ""}}, {}),
+    ({}, {}),
+])
+@pytest.mark.parametrize("wrap", [dict, MappingProxyType])
+def test_step_details_reads_only_what_a_payload_holds(wrap: Any, payload: Dict[str, Any],
+                                                      details: Dict[str, Any]) -> None:
+    assert step_details(wrap(payload)) == details
+
+
+def test_digest_is_each_event_read_once() -> None:
+    from sync_worker.workflow.history import digest
+
+    started = {"event_type": "WorkflowStarted", "payload": {"workflow_type": "w"}}
+    scheduled = {"type": "ActivityScheduled", "payload": {"sequence": "3"}}
+    opaque = {"event_type": "", "payload": ["not", "a", "mapping"]}
+    assert digest([started, scheduled, opaque]) == [
+        (started, "WorkflowStarted", {"workflow_type": "w"}, None),
+        (scheduled, "ActivityScheduled", {"sequence": "3"}, 3), (opaque, None, {}, None)]
+    assert digest([started])[0][2] is started["payload"]  # read in place: the passes only read it
