@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import random
+import re
 import ssl
 import threading
 import weakref
@@ -310,6 +311,36 @@ class Transport:
                 raise _too_large(route, limit, declared_bytes)
             parts.append(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+#: A string ``quote_plus`` leaves as it is (its always-safe characters).
+_QUERY_SAFE = re.compile(r"[A-Za-z0-9_.~-]+").fullmatch
+
+
+def query_string(params: Mapping[str, Any]) -> Optional[str]:
+    """``urlencode`` (``doseq=True``) of the ``params`` that are not ``None``; ``None`` when none is.
+
+    Exactly ``urlencode``'s text: a key or value it would leave as it is (a URL-safe string, an
+    int) is written as it is, anything else goes through ``urlencode`` itself.
+    """
+    parts = []
+    for key, value in params.items():
+        if value is None:
+            continue
+        if type(key) is str and _QUERY_SAFE(key):
+            kind = type(value)
+            if kind is int:
+                parts.append(f"{key}={value}")
+                continue
+            if kind is str and _QUERY_SAFE(value):
+                parts.append(f"{key}={value}")
+                continue
+        piece = urlencode([(key, value)], doseq=True)
+        if piece:  # an empty sequence has no pair
+            parts.append(piece)
+    if not parts and all(value is None for value in params.values()):
+        return None
+    return "&".join(parts)
 
 
 def _too_large(route: str, limit: int, declared: Optional[int]) -> errors.ResponseTooLarge:
