@@ -208,7 +208,7 @@ def read_response(fp: Reader) -> Response:
     """Read a response head from ``fp`` (interim 1xx responses skipped)."""
     take_head = getattr(fp, "take_head", None)  # a pooled connection's reader: the head in one piece
     while True:
-        head = take_head() if take_head is not None else None
+        head = take_head(_HEADS) if take_head is not None else None
         if head is not None:
             known = _HEADS.get(head)
             if known is not None:

@@ -271,7 +271,7 @@ class Transport:
                 active.slot = previous
             if cancel is not None and handle is not None:
                 cancel.remove_callback(handle)
-        body = _parse_body(content, content_type, status, route, _POLL_BODIES.loads if poll else _DECODER.decode)
+        body = _parse_body(content, content_type, status, route, _POLL_BODIES.loads if poll else _decode)
         if poll and content_type.split(";")[0].strip() == POLL_ENVELOPE_MEDIA_TYPE:
             status, body = _unwrap_poll_envelope(status, body, route)
         raise_for_status(status, body, route=route, operation=operation)
@@ -373,6 +373,20 @@ if hasattr(os, "register_at_fork"):  # POSIX
 #: once: ``json.dumps`` with options builds an encoder per call).
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _DECODER = json.JSONDecoder()
+_scan_once: Callable[[str, int], Tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
+
+
+def _decode(text: str) -> Any:
+    """``_DECODER.decode(text)``: a document that is one object or array, with no whitespace around
+    it, is handed to the scanner directly (what ``decode`` does after its two whitespace matches)."""
+    if text[:1] in ("{", "["):
+        try:
+            value, end = _scan_once(text, 0)
+        except StopIteration:
+            return _DECODER.decode(text)  # json's own error
+        if end == len(text):
+            return value
+    return _DECODER.decode(text)
 #: Poll answers: the ``server_capabilities`` block every one of them carries is decoded once
 #: (a worker never reads it from a poll; the poll hands back ``task`` only).
 _POLL_BODIES = RepeatedMembers(["server_capabilities"])
@@ -391,7 +405,7 @@ def _dumps(value: Any) -> bytes:
     return "".join(chunks).encode("utf-8")
 
 
-def _loads(content: bytes, decode: Callable[[str], Any] = _DECODER.decode) -> Any:
+def _loads(content: bytes, decode: Callable[[str], Any] = _decode) -> Any:
     """``json.loads(content)``; UTF-8 (what servers send) decoded directly with ``decode``, any
     other encoding (UTF-16/32, a BOM) through ``json.loads``'s own detection."""
     try:
@@ -404,7 +418,7 @@ def _loads(content: bytes, decode: Callable[[str], Any] = _DECODER.decode) -> An
 
 
 def _parse_body(content: bytes, content_type: str, status: int, route: str,
-                decode: Callable[[str], Any] = _DECODER.decode) -> Any:
+                decode: Callable[[str], Any] = _decode) -> Any:
     if status == 204 or not content or content.isspace():
         return None
     try:
