@@ -273,9 +273,12 @@ class _Connection:
 
     def dropped(self) -> bool:
         """Whether the idle connection has data or EOF waiting (closed, or sent something unasked)."""
-        if self._poller is None:
-            self._poller = native_poller(self.sock)
-        return readable_now(self.sock, self._poller)
+        poller = self._poller
+        if poller is None:
+            poller = self._poller = native_poller(self.sock)
+            if poller is None:  # pragma: no cover - platforms without poll
+                return readable_now(self.sock)
+        return bool(poller.poll(0))
 
     def close(self) -> None:
         try:

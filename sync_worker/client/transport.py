@@ -251,9 +251,15 @@ class Transport:
         budget = self.connect_timeout + read_budget
         deadlines = watchdog()
         deadline = deadlines.schedule(budget, slot.abort)
-        exchange = self._exchange_direct if direct else self._exchange_requests
         try:
-            status, content_type, content = exchange(method, url, route, headers, data, read_budget, slot)
+            if direct:
+                status, content_type, content = self._direct.exchange(
+                    method, url, headers, data, connect_timeout=self.connect_timeout, read_timeout=read_budget,
+                    slot=slot, body_limit=self.max_body_bytes,
+                    read_body=lambda declared, chunks, close: self._bounded(route, declared, chunks, close))
+            else:
+                status, content_type, content = self._exchange_requests(method, url, route, headers, data,
+                                                                        read_budget)
         except errors.ResponseTooLarge:
             raise
         except (requests.RequestException, http.client.HTTPException, OSError) as exc:
@@ -274,11 +280,12 @@ class Transport:
         body = _parse_body(content, content_type, status, route, _POLL_BODIES.loads if poll else _decode)
         if poll and content_type.split(";")[0].strip() == POLL_ENVELOPE_MEDIA_TYPE:
             status, body = _unwrap_poll_envelope(status, body, route)
-        raise_for_status(status, body, route=route, operation=operation)
+        if status >= 400:
+            raise_for_status(status, body, route=route, operation=operation)
         return Response(status=status, body=body, content_type=content_type)
 
     def _exchange_requests(self, method: str, url: str, route: str, headers: Mapping[str, str],
-                           data: Optional[bytes], read_budget: float, slot: RequestSlot) -> Tuple[int, str, bytes]:
+                           data: Optional[bytes], read_budget: float) -> Tuple[int, str, bytes]:
         raw = self._session.request(
             method, url, data=data, headers=dict(headers), timeout=(self.connect_timeout, read_budget),
             verify=self.verify, allow_redirects=False, stream=True,
@@ -286,14 +293,6 @@ class Transport:
         declared = raw.headers.get("Content-Length")
         content = self._bounded(route, declared, raw.iter_content(chunk_size=64 * 1024), raw.close)
         return raw.status_code, raw.headers.get("Content-Type", ""), content
-
-    def _exchange_direct(self, method: str, target: str, route: str, headers: Mapping[str, str],
-                         data: Optional[bytes], read_budget: float, slot: RequestSlot) -> Tuple[int, str, bytes]:
-        return self._direct.exchange(
-            method, target, headers, data, connect_timeout=self.connect_timeout, read_timeout=read_budget,
-            slot=slot, read_body=lambda declared, chunks, close: self._bounded(route, declared, chunks, close),
-            body_limit=self.max_body_bytes,
-        )
 
     def _bounded(self, route: str, declared: Optional[str], chunks: Any, close: Callable[[], None]) -> bytes:
         """The response body, refused (and the connection closed) past ``max_body_bytes``."""
@@ -405,24 +404,20 @@ def _dumps(value: Any) -> bytes:
     return "".join(chunks).encode("utf-8")
 
 
-def _loads(content: bytes, decode: Callable[[str], Any] = _decode) -> Any:
-    """``json.loads(content)``; UTF-8 (what servers send) decoded directly with ``decode``, any
-    other encoding (UTF-16/32, a BOM) through ``json.loads``'s own detection."""
-    try:
-        text = content.decode("utf-8")
-    except UnicodeDecodeError:
-        return json.loads(content)
-    if text[:1] == "\ufeff" or "\x00" in text[:4]:
-        return json.loads(content)
-    return decode(text)
-
-
 def _parse_body(content: bytes, content_type: str, status: int, route: str,
                 decode: Callable[[str], Any] = _decode) -> Any:
+    """The JSON body (``None`` when empty): UTF-8 (what servers send) decoded directly with ``decode``,
+    any other encoding (UTF-16/32, a BOM) through ``json.loads``'s own detection."""
     if status == 204 or not content or content.isspace():
         return None
     try:
-        return _loads(content, decode)
+        try:
+            text = content.decode("utf-8")
+        except UnicodeDecodeError:
+            return json.loads(content)
+        if text[:1] == "\ufeff" or "\x00" in text[:4]:
+            return json.loads(content)
+        return decode(text)
     except ValueError:
         if status >= 400:
             return content[:512].decode("utf-8", "replace")
