@@ -11,7 +11,7 @@ import re
 import ssl
 import threading
 import time
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 from urllib.parse import quote, urlsplit
 
 from .. import errors
@@ -271,11 +271,13 @@ class ClientBase:
         the new values). The dict is shared: never change it.
         """
         key = (self.token, self.control_token, self.worker_token, self.namespace)
-        cache = self.__dict__.get("_header_sets")
+        cache: Optional[Tuple[Tuple[Optional[str], ...], Dict[str, Dict[str, str]]]] = self.__dict__.get("_header_sets")
         if cache is None or cache[0] != key:
-            cache = self.__dict__["_header_sets"] = (key, {})
+            cache = (key, {})
+            self.__dict__["_header_sets"] = cache
+        sets = cache[1]
         which = "poll" if poll and plane == "worker" else plane
-        headers = cache[1].get(which)
+        headers = sets.get(which)
         if headers is None:
             if plane == "worker":
                 headers = self._worker_headers()
@@ -285,7 +287,7 @@ class ClientBase:
                 # discovery prefers the worker credential, as the contract says
                 headers = (self._worker_headers() if plane != "control" and self.worker_token
                            else self._control_headers())
-            cache[1][which] = headers
+            sets[which] = headers
         return headers
 
     # -- one request path --------------------------------------------------------------

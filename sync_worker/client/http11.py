@@ -20,6 +20,10 @@ What a response may be (anything else is an error, and the connection is not reu
 * keep-alive unless ``Connection: close``, HTTP/1.0 without ``Connection: keep-alive``, or a
   body ended by closing.
 
+A head read whole from a pooled connection's reader is remembered by its bytes (a bounded cache):
+a server sends the same few heads over and over, only its ``Date`` line changing once a second, and
+the same bytes always read the same way, so a head seen before is not parsed again.
+
 Requests: the method, target and every header are checked for CR, LF (and, in the target, spaces)
 before anything is sent, so a header value from configuration cannot inject a header.
 """

@@ -19,7 +19,10 @@ What this pool does, for one server origin:
   Linux a plain TCP socket (not TLS, not gevent's) is put in blocking mode and the kernel times
   its waits out (``SO_RCVTIMEO``/``SO_SNDTIMEO``): CPython would otherwise ``poll()`` before
   every ``send`` and ``recv`` of a socket with a timeout (two system calls per request). A wait
-  the kernel ends is raised as the same ``socket.timeout`` CPython raises;
+  the kernel ends is raised as the same ``socket.timeout`` CPython raises. A request's first
+  ``send`` never waits (``MSG_DONTWAIT``; a request usually fits in the socket's buffer), so a
+  request whose timeout differs from the last one's sets ``SO_RCVTIMEO`` only, and
+  ``SO_SNDTIMEO`` is brought up to date before a send that may wait;
 * registers the connection with the request's :class:`~sync_worker.client.connections.RequestSlot`
   before sending, so shutdown and the absolute deadline can shut its socket down mid-request;
 * TLS with the caller's ``ssl.SSLContext`` as given, or one built from ``verify`` as requests
