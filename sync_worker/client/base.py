@@ -7,10 +7,11 @@ this base; nothing else in the package builds a URL.
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import threading
 import time
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 from urllib.parse import quote, urlsplit
 
 from .. import errors
@@ -24,7 +25,7 @@ from ..protocol.versions import (
     PROTOCOL_VERSION_HEADER,
     WORKER_PROTOCOL_VERSION,
 )
-from .transport import POLL_ACCEPT, RetryMode, RetryPolicy, Transport
+from .transport import POLL_ACCEPT, RetryMode, RetryPolicy, Transport, query_string
 
 # metric names shared with the published SDK (and sync_worker.runtime.metrics)
 CLIENT_REQUESTS = "durable_workflow_client_requests"
@@ -46,8 +47,14 @@ _PROTOCOL_ENV = "DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION"
 _CONTROL_ENV = "DURABLE_WORKFLOW_CONTROL_PLANE_VERSION"
 
 
+#: A string ``quote(..., safe="")`` leaves as it is (its always-safe characters): most ids.
+_URL_SAFE = re.compile(r"[A-Za-z0-9_.~-]+").fullmatch
+
+
 def segment(value: str) -> str:
     """Percent-encode one path segment (ids are opaque; URL-safe ids pass unchanged)."""
+    if type(value) is str and _URL_SAFE(value):
+        return value
     return quote(str(value), safe="")
 
 
@@ -241,14 +248,46 @@ class ClientBase:
         token = self.control_token or self.token
         if token is None and self.worker_token is not None:
             raise ValueError("control-plane calls need control_token or token; only worker_token is set")
+        # DURABLE_WORKFLOW_CONTROL_PLANE_VERSION is read at this client's first control-plane request
+        # and kept, as the worker plane's override is.
+        version = self.__dict__.get("_control_plane_version")
+        if version is None:
+            version = self.__dict__["_control_plane_version"] = os.environ.get(_CONTROL_ENV) or CONTROL_PLANE_VERSION
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json",
             NAMESPACE_HEADER: self.namespace,
-            CONTROL_PLANE_VERSION_HEADER: os.environ.get(_CONTROL_ENV) or CONTROL_PLANE_VERSION,
+            CONTROL_PLANE_VERSION_HEADER: version,
         }
         if token:
             headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    def _headers(self, plane: str, poll: bool) -> Dict[str, str]:
+        """The headers of a request on ``plane`` (a poll's ``Accept`` names the poll envelope).
+
+        Built once per plane and kept while the credentials and namespace they carry stay the same
+        (the client's attributes are read on every request: set them and the next request sends
+        the new values). The dict is shared: never change it.
+        """
+        key = (self.token, self.control_token, self.worker_token, self.namespace)
+        cache: Optional[Tuple[Tuple[Optional[str], ...], Dict[str, Dict[str, str]]]] = self.__dict__.get("_header_sets")
+        if cache is None or cache[0] != key:
+            cache = (key, {})
+            self.__dict__["_header_sets"] = cache
+        sets = cache[1]
+        which = "poll" if poll and plane == "worker" else plane
+        headers = sets.get(which)
+        if headers is None:
+            if plane == "worker":
+                headers = self._worker_headers()
+                if poll:
+                    headers["Accept"] = POLL_ACCEPT
+            else:
+                # discovery prefers the worker credential, as the contract says
+                headers = (self._worker_headers() if plane != "control" and self.worker_token
+                           else self._control_headers())
+            sets[which] = headers
         return headers
 
     # -- one request path --------------------------------------------------------------
@@ -275,20 +314,14 @@ class ClientBase:
         them is configured: ``_layered`` is decided when they are set, so a client with neither
         (every worker by default: a poll and a report per task) pays one flag test for them.
         """
-        if plane == "worker":
-            headers = self._worker_headers()
-            if poll:
-                headers["Accept"] = POLL_ACCEPT
-            # Both planes go on the stdlib socket pool unless asked otherwise (requests: what
-            # requests-level mocking sees).
-            direct = self.worker_plane_transport == "stdlib"
-        else:
-            # discovery prefers the worker credential, as the contract says
-            headers = (self._worker_headers() if plane != "control" and self.worker_token
-                       else self._control_headers())
-            direct = self.control_plane_transport == "stdlib"
+        headers = self._headers(plane, poll)
         if params:
-            params = {k: v for k, v in params.items() if v is not None} or None
+            query = query_string(params)
+            if query is not None:
+                path = f"{path}?{query}"
+        # Both planes go on the stdlib socket pool unless asked otherwise (requests: what
+        # requests-level mocking sees).
+        direct = (self.worker_plane_transport if plane == "worker" else self.control_plane_transport) == "stdlib"
         layered = self._layered
         offload = metrics = None
         started = 0.0
@@ -300,7 +333,7 @@ class ClientBase:
             started = time.perf_counter()
         try:
             response = self._transport.request(
-                method, "/api" + path, route=route, headers=headers, json_body=body, params=params,
+                method, "/api" + path, route=route, headers=headers, json_body=body,
                 read_timeout=read_timeout, retry=retry, cancel=cancel, operation=operation, poll=poll,
                 direct=direct,
             )

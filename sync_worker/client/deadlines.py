@@ -62,15 +62,18 @@ class DeadlineWatchdog:
         self._running = False  # reset in a forked child (the at-fork hook): no getpid per schedule
 
     def schedule(self, seconds: float, callback: Callable[[], None]) -> Timer:
-        timer = Timer(self._clock() + max(0.0, seconds), callback)
+        deadline = self._clock() + (seconds if seconds > 0.0 else 0.0)
+        timer = Timer(deadline, callback)
         if not self._running:
             self._ensure_running()
         with self._lock:
-            heapq.heappush(self._heap, (timer.deadline, next(self._order), timer))
+            heap = self._heap
+            _heappush(heap, (deadline, next(self._order), timer))
             self._pushes += 1
             if self._pushes >= _COMPACT_EVERY:
                 self._compact()
-            first = self._heap[0][2] is timer
+                heap = self._heap
+            first = heap[0][2] is timer
         if first:
             self._wake.set()
         return timer
@@ -132,6 +135,9 @@ class DeadlineWatchdog:
                     timer.callback()
                 except Exception:  # pragma: no cover - an abort callback must never kill the watchdog
                     logger.exception("HTTP deadline callback failed")
+
+
+_heappush = heapq.heappush
 
 
 def _noop() -> None:

@@ -20,6 +20,10 @@ What a response may be (anything else is an error, and the connection is not reu
 * keep-alive unless ``Connection: close``, HTTP/1.0 without ``Connection: keep-alive``, or a
   body ended by closing.
 
+A head read whole from a pooled connection's reader is remembered by its bytes (a bounded cache):
+a server sends the same few heads over and over, only its ``Date`` line changing once a second, and
+the same bytes always read the same way, so a head seen before is not parsed again.
+
 Requests: the method, target and every header are checked for CR, LF (and, in the target, spaces)
 before anything is sent, so a header value from configuration cannot inject a header.
 """
@@ -76,6 +80,10 @@ def header_block(host: str, headers: Mapping[str, str]) -> bytes:
     return block
 
 
+#: A response head's reading: status, content type, will close, chunked, body length, Content-Length.
+_State = Tuple[int, str, bool, bool, Optional[int], Optional[str]]
+
+
 class Reader(Protocol):
     """What a response is read from: a ``BufferedReader`` or a pooled connection's ``SocketReader``."""
 
@@ -120,6 +128,19 @@ class Response:
             self.content_length = value.decode("ascii")
         elif not self._chunked:
             self.will_close = True  # the body ends with the connection
+
+    def state(self) -> _State:
+        """What the head said, as :meth:`known` takes it."""
+        return (self.status, self.content_type, self.will_close, self._chunked, self._length, self.content_length)
+
+    @classmethod
+    def known(cls, fp: Reader, state: _State) -> Response:
+        """The response to a head read before (``state``), read from ``fp``."""
+        response = cls.__new__(cls)
+        response._fp = fp
+        (response.status, response.content_type, response.will_close, response._chunked, response._length,
+         response.content_length) = state
+        return response
 
     def read_within(self, limit: int) -> Optional[bytes]:
         """The whole body when its length is declared and at most ``limit`` (else None: use :meth:`chunks`)."""
@@ -181,13 +202,29 @@ def _line(fp: Reader) -> bytes:
     return line
 
 
+#: What heads already read came to, by their bytes: a server sends the same few heads over and over
+#: (only its ``Date`` line changes, once a second), and the same bytes always read the same way.
+_HEADS: Dict[bytes, _State] = {}
+_HEADS_MAX = 64
+
+
 def read_response(fp: Reader) -> Response:
     """Read a response head from ``fp`` (interim 1xx responses skipped)."""
     take_head = getattr(fp, "take_head", None)  # a pooled connection's reader: the head in one piece
     while True:
-        head = take_head() if take_head is not None else None
+        head = take_head(_HEADS) if take_head is not None else None
         if head is not None:
+            known = _HEADS.get(head)
+            if known is not None:
+                return Response.known(fp, known)
             version, status, fields = _parse_head(head)
+            if 100 <= status < 200 and status != 101:
+                continue
+            response = Response(fp, status, fields, version)
+            if len(_HEADS) >= _HEADS_MAX:
+                _HEADS.clear()  # bounded: heads that keep changing (a request id in each) start afresh
+            _HEADS[head] = response.state()
+            return response
         else:
             line = fp.readline(MAX_LINE + 1)
             if not line:
@@ -196,9 +233,9 @@ def read_response(fp: Reader) -> Response:
                 raise http.client.LineTooLong("status line")
             version, status = _status(line)
             fields = _fields(fp)
-        if 100 <= status < 200 and status != 101:
-            continue
-        return Response(fp, status, fields, version)
+            if 100 <= status < 200 and status != 101:
+                continue
+            return Response(fp, status, fields, version)
 
 
 def _parse_head(head: bytes) -> Tuple[bytes, int, Dict[bytes, bytes]]:

@@ -13,7 +13,7 @@ is the end of the stream, as for a file.
 from __future__ import annotations
 
 import socket
-from typing import Callable, Optional
+from typing import Callable, Container, Optional
 
 __all__ = ["SocketReader"]
 
@@ -47,9 +47,10 @@ class SocketReader:
         self._pos = 0
         return True
 
-    def take_head(self) -> Optional[bytes]:
+    def take_head(self, known: Container[bytes] = ()) -> Optional[bytes]:
         """A whole response head (through its ``CRLF CRLF``) when it is in the buffer after at most
-        one ``recv`` and has no bare LF; else None, nothing consumed (read it line by line)."""
+        one ``recv`` and has no bare LF (or is one of ``known``, heads taken before); else None,
+        nothing consumed (read it line by line)."""
         pos = self._pos
         if pos >= len(self._buf):
             data = self._recv(_RECV)
@@ -62,10 +63,11 @@ class SocketReader:
         if end < 0 or end - pos > _HEAD_MAX:
             return None
         end += 4
-        if buf.count(b"\n", pos, end) != buf.count(b"\r\n", pos, end):
+        head = buf[pos:end]
+        if head not in known and head.count(b"\n") != head.count(b"\r\n"):
             return None
         self._pos = end
-        return buf[pos:end]
+        return head
 
     def readline(self, limit: int = -1) -> bytes:
         """Up to and including the next ``\\n``; at most ``limit`` bytes (``-1``: no limit)."""

@@ -19,7 +19,10 @@ What this pool does, for one server origin:
   Linux a plain TCP socket (not TLS, not gevent's) is put in blocking mode and the kernel times
   its waits out (``SO_RCVTIMEO``/``SO_SNDTIMEO``): CPython would otherwise ``poll()`` before
   every ``send`` and ``recv`` of a socket with a timeout (two system calls per request). A wait
-  the kernel ends is raised as the same ``socket.timeout`` CPython raises;
+  the kernel ends is raised as the same ``socket.timeout`` CPython raises. A request's first
+  ``send`` never waits (``MSG_DONTWAIT``; a request usually fits in the socket's buffer), so a
+  request whose timeout differs from the last one's sets ``SO_RCVTIMEO`` only, and
+  ``SO_SNDTIMEO`` is brought up to date before a send that may wait;
 * registers the connection with the request's :class:`~sync_worker.client.connections.RequestSlot`
   before sending, so shutdown and the absolute deadline can shut its socket down mid-request;
 * TLS with the caller's ``ssl.SSLContext`` as given, or one built from ``verify`` as requests
@@ -167,8 +170,7 @@ class StdlibPool:
             connection = self._open(connect_timeout, slot)
         reusable = False
         try:
-            sock = connection.sock
-            if connection.timeout != read_timeout:  # a system call (or two) each time
+            if connection.timeout != read_timeout:  # a system call each time
                 connection.set_timeout(read_timeout)
             slot.attach(connection)
             data = http11.request_bytes(method, self.prefix + target, self.host_header, headers, body)
@@ -179,9 +181,7 @@ class StdlibPool:
                 if green is not None:
                     green.send(data)
                 else:
-                    sent = sock.send(data)
-                    if sent < len(data):
-                        sock.sendall(memoryview(data)[sent:])
+                    connection.send(data)
                 response = http11.read_response(connection.reader)
                 content = response.read_within(body_limit)
                 if content is None:
@@ -198,7 +198,8 @@ class StdlibPool:
 
 
 #: Whether the kernel can time a socket's waits out with a ``struct timeval`` of two longs.
-_KERNEL_TIMEOUTS = sys.platform.startswith("linux") and hasattr(socket, "SO_RCVTIMEO")
+_KERNEL_TIMEOUTS = sys.platform.startswith("linux") and hasattr(socket, "SO_RCVTIMEO") and hasattr(
+    socket, "MSG_DONTWAIT")
 
 
 def _kernel_timed(sock: socket.socket) -> bool:
@@ -207,10 +208,20 @@ def _kernel_timed(sock: socket.socket) -> bool:
     return _KERNEL_TIMEOUTS and isinstance(sock, _socket.socket) and not isinstance(sock, ssl.SSLSocket)
 
 
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+
+
+def _timeval(seconds: float) -> bytes:
+    """``seconds`` as the ``struct timeval`` of ``SO_RCVTIMEO``/``SO_SNDTIMEO`` (never (0, 0): no timeout)."""
+    whole = int(seconds)
+    micros = max(0 if whole else 1, int((seconds - whole) * 1e6))
+    return struct.pack("@ll", whole, micros)
+
+
 class _Connection:
     """One pooled socket (``sock`` is what a request slot shuts down on abort)."""
 
-    __slots__ = ("_kernel_timed", "_poller", "green", "reader", "sock", "timeout")
+    __slots__ = ("_blocking", "_kernel_timed", "_poller", "_send_timeout", "green", "reader", "sock", "timeout")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -220,29 +231,57 @@ class _Connection:
         # the reader lives with the socket: no makefile per request
         self.reader = SocketReader(sock, self.green.recv if self.green is not None else None)
         self.timeout: Optional[float] = None  # the socket's timeout as last set
+        self._send_timeout: Optional[float] = None  # a kernel-timed socket's SO_SNDTIMEO as last set
+        self._blocking = False  # a kernel-timed socket put in blocking mode
         self._poller: Any = None
 
     def set_timeout(self, seconds: float) -> None:
         """Each ``send``/``recv`` may wait ``seconds``: timed by the kernel on a blocking socket
-        where it can (no ``poll()`` before each call), else by CPython (``settimeout``)."""
-        sock = self.sock
+        where it can (no ``poll()`` before each call), else by CPython (``settimeout``).
+
+        On a kernel-timed socket this sets the receive timeout only: a request's first ``send``
+        (:meth:`send`) never waits, and the send timeout is brought up to date before a send that may.
+        """
         if self._kernel_timed and seconds > 0:
-            if sock.gettimeout() is not None:
+            sock = self.sock
+            if not self._blocking:
                 sock.settimeout(None)  # blocking: CPython waits in the call itself
-            whole = int(seconds)
-            micros = max(0 if whole else 1, int((seconds - whole) * 1e6))  # (0, 0) would never time out
-            timeval = struct.pack("@ll", whole, micros)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+                self._blocking = True
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(seconds))
         else:
-            sock.settimeout(seconds)
+            self.sock.settimeout(seconds)
+            self._blocking = False
         self.timeout = seconds
+
+    def send(self, data: bytes) -> None:
+        """Send ``data`` on a socket that is not gevent's, waiting at most :attr:`timeout` per ``send``.
+
+        A kernel-timed socket first sends without waiting (``MSG_DONTWAIT``: a request usually fits
+        in the socket's buffer at once); what is left goes with ``sendall`` under the send timeout."""
+        sock = self.sock
+        if not self._blocking:
+            sent = sock.send(data)
+        else:
+            try:
+                sent = sock.send(data, _DONTWAIT)
+            except BlockingIOError:
+                sent = 0
+            if sent < len(data) and self._send_timeout != self.timeout:
+                timeout = self.timeout
+                assert timeout is not None
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(timeout))
+                self._send_timeout = timeout
+        if sent < len(data):
+            sock.sendall(memoryview(data)[sent:])
 
     def dropped(self) -> bool:
         """Whether the idle connection has data or EOF waiting (closed, or sent something unasked)."""
-        if self._poller is None:
-            self._poller = native_poller(self.sock)
-        return readable_now(self.sock, self._poller)
+        poller = self._poller
+        if poller is None:
+            poller = self._poller = native_poller(self.sock)
+            if poller is None:  # pragma: no cover - platforms without poll
+                return readable_now(self.sock)
+        return bool(poller.poll(0))
 
     def close(self) -> None:
         try:

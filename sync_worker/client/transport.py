@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import random
+import re
 import ssl
 import threading
 import weakref
@@ -250,9 +251,15 @@ class Transport:
         budget = self.connect_timeout + read_budget
         deadlines = watchdog()
         deadline = deadlines.schedule(budget, slot.abort)
-        exchange = self._exchange_direct if direct else self._exchange_requests
         try:
-            status, content_type, content = exchange(method, url, route, headers, data, read_budget, slot)
+            if direct:
+                status, content_type, content = self._direct.exchange(
+                    method, url, headers, data, connect_timeout=self.connect_timeout, read_timeout=read_budget,
+                    slot=slot, body_limit=self.max_body_bytes,
+                    read_body=lambda declared, chunks, close: self._bounded(route, declared, chunks, close))
+            else:
+                status, content_type, content = self._exchange_requests(method, url, route, headers, data,
+                                                                        read_budget)
         except errors.ResponseTooLarge:
             raise
         except (requests.RequestException, http.client.HTTPException, OSError) as exc:
@@ -270,14 +277,15 @@ class Transport:
                 active.slot = previous
             if cancel is not None and handle is not None:
                 cancel.remove_callback(handle)
-        body = _parse_body(content, content_type, status, route, _POLL_BODIES.loads if poll else _DECODER.decode)
+        body = _parse_body(content, content_type, status, route, _POLL_BODIES.loads if poll else _decode)
         if poll and content_type.split(";")[0].strip() == POLL_ENVELOPE_MEDIA_TYPE:
             status, body = _unwrap_poll_envelope(status, body, route)
-        raise_for_status(status, body, route=route, operation=operation)
+        if status >= 400:
+            raise_for_status(status, body, route=route, operation=operation)
         return Response(status=status, body=body, content_type=content_type)
 
     def _exchange_requests(self, method: str, url: str, route: str, headers: Mapping[str, str],
-                           data: Optional[bytes], read_budget: float, slot: RequestSlot) -> Tuple[int, str, bytes]:
+                           data: Optional[bytes], read_budget: float) -> Tuple[int, str, bytes]:
         raw = self._session.request(
             method, url, data=data, headers=dict(headers), timeout=(self.connect_timeout, read_budget),
             verify=self.verify, allow_redirects=False, stream=True,
@@ -285,14 +293,6 @@ class Transport:
         declared = raw.headers.get("Content-Length")
         content = self._bounded(route, declared, raw.iter_content(chunk_size=64 * 1024), raw.close)
         return raw.status_code, raw.headers.get("Content-Type", ""), content
-
-    def _exchange_direct(self, method: str, target: str, route: str, headers: Mapping[str, str],
-                         data: Optional[bytes], read_budget: float, slot: RequestSlot) -> Tuple[int, str, bytes]:
-        return self._direct.exchange(
-            method, target, headers, data, connect_timeout=self.connect_timeout, read_timeout=read_budget,
-            slot=slot, read_body=lambda declared, chunks, close: self._bounded(route, declared, chunks, close),
-            body_limit=self.max_body_bytes,
-        )
 
     def _bounded(self, route: str, declared: Optional[str], chunks: Any, close: Callable[[], None]) -> bytes:
         """The response body, refused (and the connection closed) past ``max_body_bytes``."""
@@ -310,6 +310,36 @@ class Transport:
                 raise _too_large(route, limit, declared_bytes)
             parts.append(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+#: A string ``quote_plus`` leaves as it is (its always-safe characters).
+_QUERY_SAFE = re.compile(r"[A-Za-z0-9_.~-]+").fullmatch
+
+
+def query_string(params: Mapping[str, Any]) -> Optional[str]:
+    """``urlencode`` (``doseq=True``) of the ``params`` that are not ``None``; ``None`` when none is.
+
+    Exactly ``urlencode``'s text: a key or value it would leave as it is (a URL-safe string, an
+    int) is written as it is, anything else goes through ``urlencode`` itself.
+    """
+    parts = []
+    for key, value in params.items():
+        if value is None:
+            continue
+        if type(key) is str and _QUERY_SAFE(key):
+            kind = type(value)
+            if kind is int:
+                parts.append(f"{key}={value}")
+                continue
+            if kind is str and _QUERY_SAFE(value):
+                parts.append(f"{key}={value}")
+                continue
+        piece = urlencode([(key, value)], doseq=True)
+        if piece:  # an empty sequence has no pair
+            parts.append(piece)
+    if not parts and all(value is None for value in params.values()):
+        return None
+    return "&".join(parts)
 
 
 def _too_large(route: str, limit: int, declared: Optional[int]) -> errors.ResponseTooLarge:
@@ -342,6 +372,20 @@ if hasattr(os, "register_at_fork"):  # POSIX
 #: once: ``json.dumps`` with options builds an encoder per call).
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _DECODER = json.JSONDecoder()
+_scan_once: Callable[[str, int], Tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
+
+
+def _decode(text: str) -> Any:
+    """``_DECODER.decode(text)``: a document that is one object or array, with no whitespace around
+    it, is handed to the scanner directly (what ``decode`` does after its two whitespace matches)."""
+    if text[:1] in ("{", "["):
+        try:
+            value, end = _scan_once(text, 0)
+        except StopIteration:
+            return _DECODER.decode(text)  # json's own error
+        if end == len(text):
+            return value
+    return _DECODER.decode(text)
 #: Poll answers: the ``server_capabilities`` block every one of them carries is decoded once
 #: (a worker never reads it from a poll; the poll hands back ``task`` only).
 _POLL_BODIES = RepeatedMembers(["server_capabilities"])
@@ -360,24 +404,20 @@ def _dumps(value: Any) -> bytes:
     return "".join(chunks).encode("utf-8")
 
 
-def _loads(content: bytes, decode: Callable[[str], Any] = _DECODER.decode) -> Any:
-    """``json.loads(content)``; UTF-8 (what servers send) decoded directly with ``decode``, any
-    other encoding (UTF-16/32, a BOM) through ``json.loads``'s own detection."""
-    try:
-        text = content.decode("utf-8")
-    except UnicodeDecodeError:
-        return json.loads(content)
-    if text[:1] == "\ufeff" or "\x00" in text[:4]:
-        return json.loads(content)
-    return decode(text)
-
-
 def _parse_body(content: bytes, content_type: str, status: int, route: str,
-                decode: Callable[[str], Any] = _DECODER.decode) -> Any:
+                decode: Callable[[str], Any] = _decode) -> Any:
+    """The JSON body (``None`` when empty): UTF-8 (what servers send) decoded directly with ``decode``,
+    any other encoding (UTF-16/32, a BOM) through ``json.loads``'s own detection."""
     if status == 204 or not content or content.isspace():
         return None
     try:
-        return _loads(content, decode)
+        try:
+            text = content.decode("utf-8")
+        except UnicodeDecodeError:
+            return json.loads(content)
+        if text[:1] == "\ufeff" or "\x00" in text[:4]:
+            return json.loads(content)
+        return decode(text)
     except ValueError:
         if status >= 400:
             return content[:512].decode("utf-8", "replace")

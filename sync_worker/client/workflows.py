@@ -74,18 +74,27 @@ class WorkflowsMixin(ClientBase):
             "workflow_id": workflow_id,
             "workflow_type": workflow_type,
             "task_queue": task_queue,
-            "input": payloads.envelope(arguments),
+            "input": payloads.envelope(arguments) if arguments else {"codec": payloads.CODEC, "blob": _NO_ARGUMENTS},
             "execution_timeout_seconds": int(execution_timeout_seconds),
             "run_timeout_seconds": int(run_timeout_seconds),
         }
-        optional = {
-            "duplicate_policy": duplicate_policy,
-            "memo": dict(memo) if memo is not None else None,
-            "search_attributes": dict(search_attributes) if search_attributes is not None else None,
-            "priority": priority, "fairness_key": fairness_key, "fairness_weight": fairness_weight,
-            "build_id": build_id, "compatibility": compatibility,
-        }
-        body.update({k: v for k, v in optional.items() if v is not None})
+        # the optional fields that are set, in this order
+        if duplicate_policy is not None:
+            body["duplicate_policy"] = duplicate_policy
+        if memo is not None:
+            body["memo"] = dict(memo)
+        if search_attributes is not None:
+            body["search_attributes"] = dict(search_attributes)
+        if priority is not None:
+            body["priority"] = priority
+        if fairness_key is not None:
+            body["fairness_key"] = fairness_key
+        if fairness_weight is not None:
+            body["fairness_weight"] = fairness_weight
+        if build_id is not None:
+            body["build_id"] = build_id
+        if compatibility is not None:
+            body["compatibility"] = compatibility
         call = self._call_about("workflow.start", workflow_id, body, name=workflow_type,
                                 workflow_type=workflow_type, task_queue=task_queue)
         response = body_of(self._workflow_call(call, lambda sent: self._call(
@@ -272,14 +281,25 @@ class WorkflowsMixin(ClientBase):
                 params={"wait_new_event": "1", "page_size": 1000, "next_page_token": token},
                 operation="workflow.history", retry=RetryMode.NEVER, cancel=cancel,
                 read_timeout=None if remaining is None else min(self.timeout, remaining + 0.05)))
-            fresh = [event for event in page.get("events") or () if isinstance(event, dict)
-                     and isinstance(event.get("sequence"), int) and event["sequence"] > last]
-            for index, event in enumerate(fresh):
-                kind = event.get("event_type") or event.get("type")
-                if kind in _CLOSING_EVENTS:
-                    return fresh[index:], codec
-                if kind == "WorkflowStarted":
-                    codec = opt_str((mapping(event.get("payload")) or {}).get("payload_codec")) or codec
+            # One pass: the events after ``last``; the run's codec from a WorkflowStarted before the
+            # first closing event; the events from that closing one on are the answer.
+            fresh: List[Dict[str, Any]] = []
+            closing = -1
+            for event in page.get("events") or ():
+                if not isinstance(event, dict):
+                    continue
+                sequence = event.get("sequence")
+                if not isinstance(sequence, int) or sequence <= last:
+                    continue
+                if closing < 0:
+                    kind = event.get("event_type") or event.get("type")
+                    if kind in _CLOSING_EVENTS:
+                        closing = len(fresh)
+                    elif kind == "WorkflowStarted":
+                        codec = opt_str((mapping(event.get("payload")) or {}).get("payload_codec")) or codec
+                fresh.append(event)
+            if closing >= 0:
+                return fresh[closing:], codec
             if fresh:
                 last = fresh[-1]["sequence"]
             more = page.get("next_page_token")
@@ -299,6 +319,9 @@ class WorkflowsMixin(ClientBase):
         found, value = _outcome_of(workflow_id, list(reversed(events)), execution.payload_codec)
         return value if found else execution.output
 
+
+#: The input of a start without arguments (its blob is a constant).
+_NO_ARGUMENTS = payloads.encode([])
 
 #: The events that close a run (a continue-as-new closes it too; its result is the next run's).
 _CLOSING_EVENTS = frozenset({"WorkflowCompleted", "WorkflowFailed", "WorkflowCancelled", "WorkflowTerminated",

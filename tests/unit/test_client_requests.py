@@ -160,6 +160,61 @@ def test_protocol_version_override_is_read_once_per_client(monkeypatch: pytest.M
 
 
 @responses.activate
+def test_control_plane_version_override_is_read_once_per_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    responses.get(f"{BASE}/api/workflows/wf", json={"workflow_id": "wf", "status": "running"})
+    monkeypatch.setenv("DURABLE_WORKFLOW_CONTROL_PLANE_VERSION", "3")
+    first = Client(BASE, token="t", transport_retries=1, control_plane_transport="requests")
+    first.describe_workflow("wf")
+    monkeypatch.delenv("DURABLE_WORKFLOW_CONTROL_PLANE_VERSION")
+    first.describe_workflow("wf")  # kept from this client's first control-plane request
+    Client(BASE, token="t", transport_retries=1, control_plane_transport="requests").describe_workflow("wf")
+    sent = [call.request.headers["X-Durable-Workflow-Control-Plane-Version"] for call in responses.calls]
+    assert sent == ["3", "3", "2"]
+
+
+@responses.activate
+def test_credentials_and_namespace_set_on_a_client_go_with_its_next_request() -> None:
+    """Header sets are kept per plane, but a changed token or namespace is sent at the next request."""
+    responses.get(f"{BASE}/api/workflows/wf", json={"workflow_id": "wf", "status": "running"})
+    responses.post(f"{BASE}/api/worker/heartbeat", json={})
+    responses.post(f"{BASE}/api/worker/activity-tasks/poll", json={"task": None})
+    client = Client(BASE, token="one", transport_retries=1, worker_plane_transport="requests",
+                    control_plane_transport="requests")
+    client.describe_workflow("wf")
+    client.heartbeat_worker({"worker_id": "w"})
+    client.token, client.namespace = "two", "orders"
+    client.describe_workflow("wf")
+    client.heartbeat_worker({"worker_id": "w"})
+    client.worker_token = "wrk"
+    client.heartbeat_worker({"worker_id": "w"})
+    client.poll_activity_task(worker_id="w", task_queue="q", poll_request_id="p", timeout_seconds=0)
+    client.describe_workflow("wf")
+    sent = [(call.request.headers["Authorization"], call.request.headers["X-Namespace"], call.request.headers["Accept"])
+            for call in responses.calls]
+    poll_accept = "application/vnd.durable-workflow.poll.v1+json, application/json;q=0.9"
+    assert sent == [("Bearer one", "default", "application/json"), ("Bearer one", "default", "application/json"),
+                    ("Bearer two", "orders", "application/json"), ("Bearer two", "orders", "application/json"),
+                    ("Bearer wrk", "orders", "application/json"), ("Bearer wrk", "orders", poll_accept),
+                    ("Bearer two", "orders", "application/json")]
+
+
+@pytest.mark.parametrize("params", [
+    {"page_size": 1000, "wait_new_event": "1", "next_page_token": None},
+    {"next_page_token": "MTI=", "query": "a b&c", "status": "running"},
+    {"flag": True, "ratio": 1.5, "ids": ["a", "b c"], "empty": [], "raw": b"x y", "accent": "\u00fcn"},
+    {"none": None},
+    {"empty": []},
+])
+def test_query_strings_are_urlencodes_own(params: Dict[str, Any]) -> None:
+    from urllib.parse import urlencode
+
+    from sync_worker.client.transport import query_string
+
+    kept = {key: value for key, value in params.items() if value is not None}
+    assert query_string(params) == (urlencode(kept, doseq=True) if kept else None)
+
+
+@responses.activate
 def test_poll_body_and_empty_poll(client: Client) -> None:
     responses.post(f"{BASE}/api/worker/activity-tasks/poll", json={"task": None, "poll_status": "timeout"})
     task = client.poll_activity_task(worker_id="w1", task_queue="q", poll_request_id="activity-poll-1",

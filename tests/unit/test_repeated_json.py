@@ -96,3 +96,23 @@ def test_random_documents_decode_as_json_does() -> None:
         doc = {rng.choice(["server_capabilities", "b", "task", "d"]): value(0) for _ in range(rng.randrange(1, 5))}
         text = json.dumps(doc, indent=rng.choice([None, 1]), separators=rng.choice([None, (",", ":")]))
         assert decoder.loads(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", [
+    '{"a":1,"b":[1,2,{"c":null}]}', '[1,2]', '{}', '[]', ' {"a":1}', '{"a":1} ', '{"a":1}\n', '{"a":1}{}',
+    '{"a":1', '{"a":}', '[1,]', '{"a":NaN}', '{"a":"\\u00e9\\n"}', '"text"', '12', 'null', '', ' ', '{"a":1}x',
+    '[', '{', '{"a" : 1 }',
+])
+def test_the_transports_decode_is_jsons(text: str) -> None:
+    """The transport's decode of a response body: ``json``'s value, or ``json``'s error (type,
+    message and position)."""
+    from sync_worker.client.transport import _decode
+
+    try:
+        expected = json.loads(text)
+    except json.JSONDecodeError as exc:
+        with pytest.raises(json.JSONDecodeError) as caught:
+            _decode(text)
+        assert (caught.value.msg, caught.value.pos) == (exc.msg, exc.pos)
+    else:
+        assert _decode(text) == expected

@@ -95,3 +95,36 @@ def test_readline_limit_and_read1() -> None:
         assert reader.read1(2) == b"re"
         assert reader.read(10) == b"st"  # the stream ended first
         assert reader.read1(5) == b""
+
+
+@pytest.mark.parametrize("raw", [
+    OK,
+    b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n",
+    b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nno",
+])
+def test_a_head_read_again_reads_the_same(raw: bytes) -> None:
+    """A head read before comes from the cache of heads (the same bytes read the same way)."""
+    from sync_worker.client import http11
+
+    http11._HEADS.clear()
+    expected = read_response(io.BufferedReader(io.BytesIO(raw)))  # type: ignore[arg-type]
+    expected_state, expected_body = expected.state(), b"".join(expected.chunks())
+    for _ in range(3):
+        with _feed([raw]) as sock:
+            got = read_response(SocketReader(sock))
+            assert got.state() == expected_state
+            assert b"".join(got.chunks()) == expected_body
+    assert len(http11._HEADS) == 1  # a 1xx head is skipped, never kept
+
+
+def test_a_refused_head_is_refused_every_time() -> None:
+    from sync_worker.client import http11
+
+    raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n"
+    for _ in range(2):
+        with _feed([raw]) as sock, pytest.raises(http.client.HTTPException, match="transfer coding"):
+            read_response(SocketReader(sock))
+    assert raw not in http11._HEADS

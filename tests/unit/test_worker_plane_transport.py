@@ -296,9 +296,14 @@ def test_a_silent_server_is_a_read_timeout_before_the_absolute_deadline() -> Non
     assert 0.25 <= elapsed < 0.75
 
 
+def _timeval(sock: Any, option: int) -> Tuple[int, int]:
+    return struct.unpack("@ll", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("@ll")))  # type: ignore[no-any-return]
+
+
 def test_a_plain_socket_is_timed_by_the_kernel(serve: Serve) -> None:
-    """On Linux the pooled plain-TCP socket blocks and carries the read timeout as SO_RCVTIMEO /
-    SO_SNDTIMEO (no poll() before each send and recv); a poll's longer read timeout replaces it."""
+    """On Linux the pooled plain-TCP socket blocks and carries the read timeout as SO_RCVTIMEO (no
+    poll() before each recv); a poll's longer read timeout replaces it. A request that fits in the
+    socket's buffer is sent without waiting, so SO_SNDTIMEO is left alone until a send may wait."""
     server = serve(lambda server, conn, request: json_response(server, conn, {"task": None}))
     client = _client(server.url, "stdlib", timeout=1.5)
     client.heartbeat_worker({"worker_id": "w"})
@@ -307,10 +312,33 @@ def test_a_plain_socket_is_timed_by_the_kernel(serve: Serve) -> None:
         assert sock.gettimeout() == 1.5  # CPython (or gevent, in a patched process) times the waits out
         return
     assert sock.gettimeout() is None
-    for option in (socket.SO_RCVTIMEO, socket.SO_SNDTIMEO):
-        assert struct.unpack("@ll", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("@ll"))) == (1, 500000)
+    assert _timeval(sock, socket.SO_RCVTIMEO) == (1, 500000)
+    assert _timeval(sock, socket.SO_SNDTIMEO) == (0, 0)  # never needed
     assert _poll(client, timeout_seconds=2) is None  # read timeout 2 + 5 s
-    assert struct.unpack("@ll", sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, 16)) == (7, 0)
+    assert _timeval(sock, socket.SO_RCVTIMEO) == (7, 0)
+    assert client.heartbeat_worker({"worker_id": "w", "details": "x" * 8_000_000}) == {"task": None}
+    assert client._transport._direct._idle[-1].sock is sock
+    assert _timeval(sock, socket.SO_SNDTIMEO) == (1, 500000)  # set for the send that could not go at once
+
+
+def test_a_send_the_server_does_not_take_is_a_send_timeout() -> None:
+    """A request body the server never reads fills the socket: the send waits at most the read
+    timeout (0.3 s), well before the attempt's absolute deadline (0.8 s). (The pool's own send: the
+    requests path reports what urllib3 makes of it.)"""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    try:
+        client = Client(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=0.3, connect_timeout=0.5,
+                        transport_retries=1)
+        started = time.monotonic()
+        with pytest.raises(errors.TransportError) as caught:
+            client.heartbeat_worker({"worker_id": "w", "details": "x" * 64_000_000})
+        elapsed = time.monotonic() - started
+    finally:
+        listener.close()
+    assert caught.value.timeout is True and not caught.value.deadline_exceeded
+    assert 0.25 <= elapsed < 0.75
 
 
 def test_polls_and_reports_send_the_same_with_or_without_metrics(serve: Serve) -> None:
