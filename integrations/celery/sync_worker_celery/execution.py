@@ -26,10 +26,12 @@ from .einfo import ExceptionInfo
 from .exceptions import Ignore, Reject, Replaced, Retry, TaskRevokedError
 from .request import Context, current_requests
 from .stamping import split_options
-from .timelimits import TimeLimits, interrupt_current
+from .timelimits import TimeLimits, interrupt_current, task_timers
 from .wire import decode_call, exponential_backoff
 
 if TYPE_CHECKING:  # pragma: no cover
+    from sync_worker.client.deadlines import Timer
+
     from .result import EagerResult
     from .task import Task
 
@@ -206,7 +208,12 @@ def _as_list(value: Any) -> List[Any]:
 
 class _Watch:
     """While a task runs: heartbeat every ``interval`` (so a lost worker is noticed) and stop the
-    task when it is revoked with ``terminate=True``."""
+    task when it is revoked with ``terminate=True``.
+
+    A task that ends within its first ``interval`` (most of them) costs a push on the process's
+    task timer (:data:`~.timelimits.task_timers`) and nothing else; one still running then gets
+    its own watch thread (a greenlet under gevent), which heartbeats at once and every
+    ``interval`` after that."""
 
     def __init__(self, ctx: Any, app: Any, activity_id: Optional[str], interval: float) -> None:
         self.ctx = ctx
@@ -216,20 +223,27 @@ class _Watch:
         self.stop_event = threading.Event()
         self.interrupt = interrupt_current()
         self.revoked = False
-        self.thread = threading.Thread(target=self._loop, name="celery-task-watch", daemon=True)
+        self.timer: Optional[Timer] = None
 
     def __enter__(self) -> _Watch:
         if self.interval > 0:
-            self.thread.start()
+            self.timer = task_timers.schedule(self.interval, self._begin)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.stop_event.set()
+        if self.timer is not None:
+            task_timers.cancel(self.timer)
+
+    def _begin(self) -> None:
+        """On the task timer, one ``interval`` in: the task still runs, so it gets its watch."""
+        if not self.stop_event.is_set():
+            threading.Thread(target=self._loop, name="celery-task-watch", daemon=True).start()
 
     def _loop(self) -> None:
         from sync_worker.errors import ActivityCancelled, ActivityLeaseAuthorityLost
 
-        while not self.stop_event.wait(self.interval):
+        while not self.stop_event.is_set():
             try:
                 self.ctx.heartbeat_sync()
             except ActivityCancelled:
@@ -241,6 +255,7 @@ class _Watch:
                 return
             except Exception as error:  # transport trouble: try again next tick
                 logger.debug("task heartbeat failed: %s", error)
+            self.stop_event.wait(self.interval)
 
     def _terminate_requested(self) -> bool:
         if not self.activity_id:

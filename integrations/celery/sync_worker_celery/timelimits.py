@@ -1,6 +1,7 @@
 """Soft and hard time limits raised *inside* a running task, on threads and on gevent.
 
-* threads: a timer thread injects the exception into the task's thread
+* threads: the process's one task-timer thread (:data:`task_timers`, a heap of deadlines: a
+  limit costs a push, not a timer thread per task) injects the exception into the task's thread
   (``PyThreadState_SetAsyncExc``); it lands at the next bytecode boundary, so a task blocked
   in a long C call sees it when the call returns;
 * gevent (a patched process): a ``gevent.Timeout`` carrying the exception, raised in the task's
@@ -13,13 +14,21 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import sys
 import threading
 from typing import Any, Callable, List, Optional, Type
 
+from sync_worker.client.deadlines import DeadlineWatchdog
+
 from .exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 
-__all__ = ["TimeLimits", "gevent_active", "interrupt_current"]
+__all__ = ["TimeLimits", "gevent_active", "interrupt_current", "task_timers"]
+
+#: One timer task per process for what fires while a task runs (its time limits on threads, the
+#: start of its heartbeat watch): started at first use, afresh in a forked child. Its callbacks
+#: only inject an exception or start a thread, never block.
+task_timers = DeadlineWatchdog()
 
 
 def gevent_active() -> bool:
@@ -80,10 +89,8 @@ class TimeLimits:
         ident = threading.get_ident()
         for seconds, exc_type in ((self.soft, SoftTimeLimitExceeded), (self.hard, TimeLimitExceeded)):
             if seconds is not None:
-                timer = threading.Timer(seconds, self._fire, args=(ident, exc_type))
-                timer.daemon = True
-                timer.start()
-                self._cleanup.append(timer.cancel)
+                timer = task_timers.schedule(seconds, functools.partial(self._fire, ident, exc_type))
+                self._cleanup.append(functools.partial(task_timers.cancel, timer))
         return self
 
     def _fire(self, ident: int, exc_type: Type[BaseException]) -> None:
