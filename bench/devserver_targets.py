@@ -327,7 +327,8 @@ def report(got: Dict[str, List[float]], queued: List[int], rounds: int, noise: s
         return "met" if ok else "not met"
 
     print(f"\nIssue 29 dev server targets; median (min..max) over {rounds} round(s)"
-          + (f"; baseline: the dev server of {baseline}, same workers, same run" if baseline else ""))
+          + (f"; baseline: every process (server, workers, client) on the sync_worker of {baseline}, "
+             "same rounds" if baseline else ""))
     print(noise)
     for kind in ("raw", "threads-p4"):
         key = f"act {kind}"
