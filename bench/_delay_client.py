@@ -20,6 +20,7 @@ def main() -> None:
     parser.add_argument("--app", required=True)
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--publish-only", action="store_true", help="publish, read no result (no worker runs)")
     args = parser.parse_args()
     noop = importlib.import_module(args.app).noop
     for result in [noop.delay(time.time()) for _ in range(args.warmup)]:
@@ -32,6 +33,10 @@ def main() -> None:
         sent.append((now, noop.delay(now)))
     published = time.time()
     publish_cpu = time.process_time() - cpu_started
+    if args.publish_only:
+        json.dump({"tasks": args.tasks, "publish_s": published - started,
+                   "publish_cpu_ms": 1000.0 * publish_cpu / args.tasks}, sys.stdout)
+        return
     latencies = []
     for at, result in sent:
         latencies.append(result.get(timeout=300) - at)

@@ -3,6 +3,7 @@ Celery 5 with a Redis broker and result backend, on the same machine, printed si
 
     python3 bench/celery_delay.py                       # 1,000 tasks, 8 threads per worker, 3 rounds
     python3 bench/celery_delay.py --tasks 2000 --concurrency 16 --rounds 1
+    python3 bench/celery_delay.py --publish-only        # the publishes alone: no worker on either side
 
 What runs (every process started here and stopped at the end):
 
@@ -80,8 +81,9 @@ def wait_log(path: Path, text: str, proc: subprocess.Popen, timeout: float = 60)
     raise RuntimeError(f"{text!r} not seen in {path}")
 
 
-def client(python: str, app: str, env: Dict[str, str], tasks: int) -> Dict[str, float]:
-    out = subprocess.run([python, str(BENCH / "_delay_client.py"), "--app", app, "--tasks", str(tasks)],
+def client(python: str, app: str, env: Dict[str, str], tasks: int, publish_only: bool = False) -> Dict[str, float]:
+    extra = ["--publish-only", "--warmup", "0"] if publish_only else []
+    out = subprocess.run([python, str(BENCH / "_delay_client.py"), "--app", app, "--tasks", str(tasks), *extra],
                          cwd=str(BENCH), env=env, capture_output=True, text=True, timeout=900)
     if out.returncode != 0:
         raise RuntimeError(f"{app} client failed: {out.stderr[-3000:]}")
@@ -94,6 +96,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--venv", default="/tmp/celery-bench-venv")
+    parser.add_argument("--publish-only", action="store_true",
+                        help="start no worker on either side: time the publishes alone (no results read)")
     args = parser.parse_args()
     celery_python = ensure_venv(Path(args.venv))
     sys.path.insert(0, str(BENCH))
@@ -126,19 +130,25 @@ def main() -> None:
         spawn("devserver", [sys.executable, "-m", "sync_worker", "devserver", "--port", str(dev_port)], ours)
         wait_port(dev_port)
         ours["DURABLE_WORKFLOW_SERVER_URL"] = f"http://127.0.0.1:{dev_port}"
-        mine = spawn("sync-worker", [sys.executable, "-m", "sync_worker", "celery", "-A", "sync_celery_noop_app",
-                                     "worker", "-Q", "bench", "-c", str(args.concurrency), "-l", "info"], ours)
-        wait_log(logs / "sync-worker.log", "running on task queue", mine)
-        real = spawn("celery", [str(Path(args.venv) / "bin" / "celery"), "-A", "celery_noop_app", "worker", "-Q",
-                                "bench", "-c", str(args.concurrency), "-P", "threads", "-l", "info"], theirs)
-        wait_log(logs / "celery.log", "ready.", real)
+        if not args.publish_only:
+            mine = spawn("sync-worker", [sys.executable, "-m", "sync_worker", "celery", "-A",
+                                         "sync_celery_noop_app", "worker", "-Q", "bench", "-c", str(args.concurrency),
+                                         "-l", "info"], ours)
+            wait_log(logs / "sync-worker.log", "running on task queue", mine)
+            real = spawn("celery", [str(Path(args.venv) / "bin" / "celery"), "-A", "celery_noop_app", "worker",
+                                    "-Q", "bench", "-c", str(args.concurrency), "-P", "threads", "-l", "info"], theirs)
+            wait_log(logs / "celery.log", "ready.", real)
         rounds: Dict[str, List[Dict[str, float]]] = {"sync_worker_celery": [], "celery": []}
         for index in range(args.rounds):
             noise.sample()
-            rounds["sync_worker_celery"].append(client(sys.executable, "sync_celery_noop_app", ours, args.tasks))
-            rounds["celery"].append(client(str(celery_python), "celery_noop_app", theirs, args.tasks))
-            sys.stderr.write(f"round {index + 1}: ours {rounds['sync_worker_celery'][-1]['throughput']:.0f}/s, "
-                             f"celery {rounds['celery'][-1]['throughput']:.0f}/s\n")
+            rounds["sync_worker_celery"].append(client(sys.executable, "sync_celery_noop_app", ours, args.tasks,
+                                                       args.publish_only))
+            rounds["celery"].append(client(str(celery_python), "celery_noop_app", theirs, args.tasks,
+                                           args.publish_only))
+            mine_round, theirs_round = rounds["sync_worker_celery"][-1], rounds["celery"][-1]
+            sys.stderr.write(f"round {index + 1}: ours {mine_round['publish_s']:.2f} s publish, "
+                             f"{mine_round.get('throughput', 0):.0f}/s; celery {theirs_round['publish_s']:.2f} s, "
+                             f"{theirs_round.get('throughput', 0):.0f}/s\n")
     finally:
         for proc in reversed(procs):
             proc.terminate()
@@ -152,16 +162,19 @@ def main() -> None:
         return statistics.median(r[key] for r in rounds[system])
 
     noise.sample()
-    print(f"{args.tasks} .delay() no-op tasks -> results, {args.concurrency} worker threads, "
-          f"median of {args.rounds} rounds")
+    if args.publish_only:
+        print(f"{args.tasks} .delay() no-op tasks published, no worker on either side, median of {args.rounds} rounds")
+    else:
+        print(f"{args.tasks} .delay() no-op tasks -> results, {args.concurrency} worker threads, "
+              f"median of {args.rounds} rounds")
     print(noise.report())
     print(f"{'':28}{'sync_worker_celery':>20}{'celery 5 + redis':>20}{'ratio':>10}")
-    for key, label, unit in (("throughput", "throughput", "tasks/s"), ("p50_ms", "latency p50", "ms"),
-                             ("p99_ms", "latency p99", "ms"), ("publish_s", "publish 1,000 delay()", "s"),
-                             ("publish_cpu_ms", "client CPU per delay()", "ms")):
+    rows = (("throughput", "throughput", "tasks/s"), ("p50_ms", "latency p50", "ms"), ("p99_ms", "latency p99", "ms"),
+            ("publish_s", f"publish {args.tasks:,} delay()", "s"), ("publish_cpu_ms", "client CPU per delay()", "ms"))
+    for key, label, unit in rows[3:] if args.publish_only else rows:
         ours_value, theirs_value = median("sync_worker_celery", key), median("celery", key)
         ratio = ours_value / theirs_value if theirs_value else float("nan")
-        digits = 3 if key == "publish_cpu_ms" else 1
+        digits = {"publish_cpu_ms": 3, "publish_s": 2}.get(key, 1)
         print(f"{label + ' (' + unit + ')':28}{ours_value:>20.{digits}f}{theirs_value:>20.{digits}f}{ratio:>9.2f}x")
 
 
