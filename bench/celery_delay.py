@@ -12,6 +12,8 @@ What runs (every process started here and stopped at the end):
 * Celery: ``redis-server`` on a free port (``--save ''``), and ``celery -A celery_noop_app worker
   -Q bench -c N -P threads`` from a venv at ``/tmp/celery-bench-venv`` that this script creates
   with ``pip install 'celery[redis]>=5.3,<6'`` when it is missing (``--venv`` to use another);
+* the CPU of each side's server (the dev server; ``redis-server``) and worker process over each
+  client's run, per task started (``/proc``);
 * the client of each side in its own process (``bench/_delay_client.py``): 20 warm-up tasks, then
   N ``noop.delay(time.time())`` calls, then ``.get()`` of each result in order; the client's own
   CPU time over the N calls is printed per call (what a web process pays to enqueue), with the
@@ -41,6 +43,17 @@ from typing import Dict, List
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
+
+
+#: Tasks each client runs before the timed ones (``_delay_client.py --warmup``'s default).
+WARMUP = 20
+
+
+def cpu_seconds(proc: subprocess.Popen[bytes]) -> float:
+    """The process's CPU time (user + system) so far, from ``/proc``."""
+    with open(f"/proc/{proc.pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -123,11 +136,11 @@ def main() -> None:
                                                   base.get("PYTHONPATH", "")]))
     try:
         redis_port, dev_port = free_port(), free_port()
-        spawn("redis", [redis_server, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+        redis_proc = spawn("redis", [redis_server, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
                         "--appendonly", "no"], base)
         wait_port(redis_port)
         theirs = dict(base, BENCH_REDIS_URL=f"redis://127.0.0.1:{redis_port}/0", PYTHONPATH=str(BENCH))
-        spawn("devserver", [sys.executable, "-m", "sync_worker", "devserver", "--port", str(dev_port)], ours)
+        dev_proc = spawn("devserver", [sys.executable, "-m", "sync_worker", "devserver", "--port", str(dev_port)], ours)
         wait_port(dev_port)
         ours["DURABLE_WORKFLOW_SERVER_URL"] = f"http://127.0.0.1:{dev_port}"
         if not args.publish_only:
@@ -139,12 +152,20 @@ def main() -> None:
                                     "-Q", "bench", "-c", str(args.concurrency), "-P", "threads", "-l", "info"], theirs)
             wait_log(logs / "celery.log", "ready.", real)
         rounds: Dict[str, List[Dict[str, float]]] = {"sync_worker_celery": [], "celery": []}
+        sides = {"sync_worker_celery": (sys.executable, "sync_celery_noop_app", ours, dev_proc,
+                                        None if args.publish_only else mine),
+                 "celery": (str(celery_python), "celery_noop_app", theirs, redis_proc,
+                            None if args.publish_only else real)}
         for index in range(args.rounds):
             noise.sample()
-            rounds["sync_worker_celery"].append(client(sys.executable, "sync_celery_noop_app", ours, args.tasks,
-                                                       args.publish_only))
-            rounds["celery"].append(client(str(celery_python), "celery_noop_app", theirs, args.tasks,
-                                           args.publish_only))
+            for system, (python, app, env, server, worker) in sides.items():
+                before = (cpu_seconds(server), cpu_seconds(worker) if worker is not None else 0.0)
+                got = client(python, app, env, args.tasks, args.publish_only)
+                ran = args.tasks + (0 if args.publish_only else WARMUP)  # every task this client started
+                got["server_cpu_ms"] = 1000.0 * (cpu_seconds(server) - before[0]) / ran
+                if worker is not None:
+                    got["worker_cpu_ms"] = 1000.0 * (cpu_seconds(worker) - before[1]) / ran
+                rounds[system].append(got)
             mine_round, theirs_round = rounds["sync_worker_celery"][-1], rounds["celery"][-1]
             sys.stderr.write(f"round {index + 1}: ours {mine_round['publish_s']:.2f} s publish, "
                              f"{mine_round.get('throughput', 0):.0f}/s; celery {theirs_round['publish_s']:.2f} s, "
@@ -170,11 +191,12 @@ def main() -> None:
     print(noise.report())
     print(f"{'':28}{'sync_worker_celery':>20}{'celery 5 + redis':>20}{'ratio':>10}")
     rows = (("throughput", "throughput", "tasks/s"), ("p50_ms", "latency p50", "ms"), ("p99_ms", "latency p99", "ms"),
-            ("publish_s", f"publish {args.tasks:,} delay()", "s"), ("publish_cpu_ms", "client CPU per delay()", "ms"))
-    for key, label, unit in rows[3:] if args.publish_only else rows:
+            ("publish_s", f"publish {args.tasks:,} delay()", "s"), ("publish_cpu_ms", "client CPU per delay()", "ms"),
+            ("server_cpu_ms", "server CPU per task", "ms"), ("worker_cpu_ms", "worker CPU per task", "ms"))
+    for key, label, unit in rows[3:6] if args.publish_only else rows:
         ours_value, theirs_value = median("sync_worker_celery", key), median("celery", key)
         ratio = ours_value / theirs_value if theirs_value else float("nan")
-        digits = {"publish_cpu_ms": 3, "publish_s": 2}.get(key, 1)
+        digits = {"publish_cpu_ms": 3, "publish_s": 2, "server_cpu_ms": 3, "worker_cpu_ms": 3}.get(key, 1)
         print(f"{label + ' (' + unit + ')':28}{ours_value:>20.{digits}f}{theirs_value:>20.{digits}f}{ratio:>9.2f}x")
 
 
