@@ -68,9 +68,22 @@ class Routes:
         self.table: List[Tuple[str, str, Pattern[str], Handler]] = []
         for method, pattern, handler in _ROUTES:
             self.table.append((method, _literal_prefix(pattern), re.compile("^" + pattern + "$"), handler))
+        #: Paths that are a route's whole pattern (no parameter: the hot worker-plane routes and the
+        #: starts): their scan's answer per method is kept, so a poll or a start is one dict lookup.
+        self._literal_paths = frozenset(pattern for _, pattern, _ in _ROUTES if _literal_prefix(pattern) == pattern)
+        self._known: Dict[Tuple[str, str], Tuple[Optional[Handler], Dict[str, str], bool]] = {}
 
     def match(self, method: str, path: str) -> Tuple[Optional[Handler], Dict[str, str], bool]:
         """The handler and path params; the flag says whether the path exists for another method."""
+        known = self._known.get((method, path))
+        if known is not None:
+            return known[0], dict(known[1]), known[2]
+        found = self._scan(method, path)
+        if path in self._literal_paths:  # a finite set: the memo never grows past the route table
+            self._known[(method, path)] = (found[0], dict(found[1]), found[2])
+        return found
+
+    def _scan(self, method: str, path: str) -> Tuple[Optional[Handler], Dict[str, str], bool]:
         path_known = False
         for route_method, prefix, regex, handler in self.table:
             if not path.startswith(prefix):

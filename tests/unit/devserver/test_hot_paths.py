@@ -150,6 +150,26 @@ def test_routes_skip_by_literal_prefix_with_the_same_answers(server: DevServer) 
             assert routes.match(method, pattern)[0] is not None, pattern
 
 
+def test_a_literal_routes_answer_is_kept_and_equals_the_scan(server: DevServer) -> None:
+    from sync_worker.devserver.queries import QueryBroker
+    from sync_worker.devserver.routes import _ROUTES, Routes, _literal_prefix
+
+    routes = Routes(server.engine, QueryBroker(server.engine))
+    literal = sorted({pattern for _, pattern, _ in _ROUTES if _literal_prefix(pattern) == pattern})
+    assert "/api/worker/activity-tasks/poll" in literal and "/api/activities" in literal
+    for path in literal:
+        for method in ("GET", "POST", "PUT", "DELETE"):
+            for _ in range(2):  # the first answer is scanned and kept, the second read back
+                assert routes.match(method, path) == routes._scan(method, path), (method, path)
+    assert len(routes._known) == 4 * len(literal)
+    routes.match("GET", "/api/activities/act-1")  # a path with a parameter is never kept
+    routes.match("POST", "/api/worker/activity-tasks/at-1/complete")
+    assert len(routes._known) == 4 * len(literal)
+    handler, params, _ = routes.match("POST", "/api/worker/activity-tasks/poll")
+    params["x"] = "y"  # a caller's change to its params does not reach the kept answer
+    assert routes.match("POST", "/api/worker/activity-tasks/poll")[1] == {}
+
+
 def test_percent_encoded_paths_and_queries_are_still_split_and_unquoted(server: DevServer) -> None:
     """Plain paths skip ``urlsplit`` / ``unquote``; the others must still get them."""
     raw = Raw(server.url)
