@@ -243,10 +243,10 @@ def start_activity(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict
     run = engine.create_run(namespace=namespace, workflow_id=activity_id, workflow_type=STANDALONE_TYPE,
                             task_queue=task_queue, arguments=body.get("input"), kind="activity_host",
                             first_of_id=existing is None,
+                            # running from its first write: one INSERT of the run, not an INSERT and
+                            # an UPDATE in the same transaction (the final row is the same)
                             extra={"activity_class": body.get("activity_class"),
-                                   "business_key": body.get("business_key")})
-    run["status"] = "running"
-    run["next_seq"] = 1
+                                   "business_key": body.get("business_key"), "status": "running", "next_seq": 1})
     act = activities.schedule(engine, run, sequence=1, activity_type=activity_type, arguments=body.get("input"),
                               task_queue=task_queue, retry_policy=retry_policy, timeouts=timeouts, parallel={},
                               standalone=True)

@@ -137,3 +137,25 @@ def test_a_stale_note_falls_back_to_the_index_and_namespaces_stay_apart(path: st
         assert _complete(engine, two)["outcome"] == "completed"
     finally:
         engine.store.close()
+
+
+def test_a_standalone_start_writes_its_run_once_as_running(path: str) -> None:
+    engine = Engine(Config(), path)
+    try:
+        statements: List[str] = []
+        engine.store._conn.set_trace_callback(statements.append)
+        with engine.tx():
+            started = control.start_activity(engine, "default", {"activity_type": "a", "task_queue": "q",
+                                                                 "input": envelope([]), "activity_id": "one"})
+        engine.store._conn.set_trace_callback(None)
+        run_writes = [s.split("(", 1)[0].split(" SET ", 1)[0] for s in statements
+                      if s.startswith(("INSERT OR REPLACE INTO runs", "UPDATE runs"))]
+        assert run_writes == ["INSERT OR REPLACE INTO runs "]
+        assert started["status"] == "running"
+        run = engine.store.get("runs", started["workflow_run_id"])
+        assert run is not None and run["status"] == "running" and run["next_seq"] == 1
+        assert run["kind"] == "activity_host" and run["activity_class"] is None
+        assert [e["event_type"] for e in engine.history(run["run_id"])] == [
+            "StartAccepted", "WorkflowStarted", "ActivityScheduled"]
+    finally:
+        engine.store.close()
