@@ -165,7 +165,7 @@ def test_a_literal_routes_answer_is_kept_and_equals_the_scan(server: DevServer) 
     routes.match("GET", "/api/activities/act-1")  # a path with a parameter is never kept
     routes.match("POST", "/api/worker/activity-tasks/at-1/complete")
     assert len(routes._known) == 4 * len(literal)
-    handler, params, _ = routes.match("POST", "/api/worker/activity-tasks/poll")
+    _, params, _ = routes.match("POST", "/api/worker/activity-tasks/poll")
     params["x"] = "y"  # a caller's change to its params does not reach the kept answer
     assert routes.match("POST", "/api/worker/activity-tasks/poll")[1] == {}
 
