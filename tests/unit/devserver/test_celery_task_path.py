@@ -1,0 +1,158 @@
+"""A Celery-facade task's four requests on the dev server (start, poll, complete, describe) cost less
+(issue 29), with the same answers, rows and events.
+
+* a path with a parameter (a completion, a describe) is matched against its directory's few routes,
+  with the answer a scan of the whole table gives;
+* a standalone activity's describe executes no ``BEGIN IMMEDIATE`` / ``COMMIT`` (it only reads), with
+  the answer the old transaction gave, and what it read of an open group-commit batch is committed
+  before the answer leaves.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from typing import Any, Dict, Iterator, List, Optional, Pattern, Tuple
+
+import pytest
+
+from sync_worker.devserver import control
+from sync_worker.devserver.engine import Config, Engine
+from sync_worker.devserver.queries import QueryBroker
+from sync_worker.devserver.routes import _ROUTES, Handler, Request, Routes
+from sync_worker.payloads import envelope
+
+_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH")
+
+
+def _whole_table_scan(routes: Routes, method: str, path: str) -> Tuple[Optional[Handler], Dict[str, str], bool]:
+    """What the route lookup answered before directories: every route of the table, in order."""
+    table: List[Tuple[str, str, Pattern[str], Handler]] = routes.table
+    path_known = False
+    for route_method, prefix, regex, handler in table:
+        if not path.startswith(prefix):
+            continue
+        found = regex.match(path)
+        if found:
+            path_known = True
+            if route_method == method:
+                return handler, found.groupdict(), True
+    return None, {}, path_known
+
+
+def _paths() -> List[str]:
+    """Every route's pattern with its parameters filled in (several ways), and paths near them."""
+    out = set()
+    for _, pattern, _ in _ROUTES:
+        for fill in ("x-1", "poll", "runs", "a.b:c@d~e", "activity-tasks"):
+            path = re.sub(r"\(\?P<\w+>\[\^/\]\+\)", fill, pattern)
+            path = re.sub(r"[\\^$?*+()|\[\]{}]", "", path)
+            out.update({path, path + "/", path + "/extra", path.rsplit("/", 1)[0], path[:-1]})
+    out.update({"", "/", "/api", "/api/", "/nothing", "/api/nothing/here", "/api/worker", "/api/worker/",
+                "/api/activities/a/b", "/api//activities", "/api/worker/activity-tasks//complete"})
+    return sorted(out)
+
+
+@pytest.fixture()
+def engine(tmp_path: object) -> Iterator[Engine]:
+    found = Engine(Config(), os.path.join(str(tmp_path), "dev.sqlite"))
+    yield found
+    found.store.close()
+
+
+def test_every_path_matches_as_the_whole_table_scan_does(engine: Engine) -> None:
+    routes = Routes(engine, QueryBroker(engine))
+    paths = _paths()
+    assert len(paths) > 300
+    matched = 0
+    for path in paths:
+        for method in _METHODS:
+            answer = routes.match(method, path)
+            assert answer == _whole_table_scan(routes, method, path), (method, path)
+            matched += answer[0] is not None
+    assert matched > len(_ROUTES)  # the filled-in patterns do reach their handlers
+
+
+def test_a_parameterised_path_scans_its_directorys_routes_only(engine: Engine) -> None:
+    routes = Routes(engine, QueryBroker(engine))
+    complete = routes._candidates("/api/worker/activity-tasks/at-1/complete")
+    describe = routes._candidates("/api/activities/act-1")
+    assert len(complete) < 8 and len(describe) < 8 < len(routes.table)
+    assert routes.match("POST", "/api/worker/activity-tasks/at-1/complete")[1] == {"task_id": "at-1"}
+    assert routes.match("GET", "/api/activities/act-1")[1] == {"activity_id": "act-1"}
+    # a workflow id is not a directory: the walk stops at /api/workflows/ (its routes, not the table's)
+    assert routes._candidates("/api/workflows/wf-1/signal/go") is routes._dirs["/api/workflows/"]
+    assert routes._candidates("relative/path") is routes.table
+
+
+# -- the describe --------------------------------------------------------------------------------
+def _call(routes: Routes, method: str, path: str, body: Dict[str, Any], plane: str) -> Any:
+    handler, params, _ = routes.match(method, path)
+    assert handler is not None
+    request = Request(method=method, path=path, query={}, headers={}, namespace="default", plane=plane,
+                      body=body, params=params)
+    with routes.engine.grouped():
+        return handler(routes, request)[1]
+
+
+def _celery_task(routes: Routes, task_id: str) -> None:
+    """A ``.delay()``'s start, the worker's poll and its complete."""
+    _call(routes, "POST", "/api/activities", {
+        "activity_type": "noop", "task_queue": "q", "activity_id": task_id, "input": envelope([1]),
+        "retry_policy": {"max_attempts": None, "backoff_seconds": [1], "non_retryable_error_types": []},
+        "start_to_close_timeout_seconds": 86400, "heartbeat_timeout_seconds": 30}, "control")
+    task = _call(routes, "POST", "/api/worker/activity-tasks/poll", {
+        "worker_id": "w1", "task_queue": "q", "timeout_seconds": 0}, "worker")["task"]
+    _call(routes, "POST", f"/api/worker/activity-tasks/{task['task_id']}/complete", {
+        "activity_attempt_id": task["activity_attempt_id"], "lease_owner": "w1", "result": envelope(2)}, "worker")
+
+
+def _committed_status(db: str, task_id: str) -> List[str]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        return [str(r[0]) for r in conn.execute("SELECT status FROM runs WHERE workflow_id = ?", (task_id,))]
+    finally:
+        conn.close()
+
+
+def test_a_describe_executes_no_transaction_statement_and_answers_as_the_transaction_did(engine: Engine) -> None:
+    routes = Routes(engine, QueryBroker(engine))
+    _call(routes, "POST", "/api/worker/register", {"worker_id": "w1", "task_queue": "q",
+                                                   "supported_activity_types": ["noop"]}, "worker")
+    _celery_task(routes, "celery-1")
+    statements: List[str] = []
+    engine.store._conn.set_trace_callback(lambda sql: statements.append(sql.split(None, 1)[0].upper()))
+    described = _call(routes, "GET", "/api/activities/celery-1", {}, "control")
+    engine.store._conn.set_trace_callback(None)
+    assert statements == ["SELECT", "SELECT"]  # the run, its activity: no BEGIN IMMEDIATE, no COMMIT
+    with engine.tx():  # the old path: the same reads inside a transaction
+        before = control.describe_activity(engine, "default", "celery-1")
+    assert described == before
+    assert described["status"] == "completed" and described["attempt_count"] == 1
+    assert described["result"] == envelope(2)
+    # an unknown id is still a 404, and leaves no transaction open
+    handler, params, _ = routes.match("GET", "/api/activities/nobody")
+    assert handler is not None
+    with pytest.raises(Exception) as refused:
+        handler(routes, Request(method="GET", path="/api/activities/nobody", query={}, headers={},
+                                namespace="default", plane="control", params=params))
+    assert getattr(refused.value, "status", None) == 404
+    assert not engine.store.batch_open and engine.store._depth == 0
+
+
+def test_a_describe_of_an_open_batch_commits_it_before_answering(engine: Engine) -> None:
+    assert engine.config.group_commit
+    routes = Routes(engine, QueryBroker(engine))
+    _call(routes, "POST", "/api/worker/register", {"worker_id": "w1", "task_queue": "q",
+                                                   "supported_activity_types": ["noop"]}, "worker")
+    _celery_task(routes, "celery-2")
+    engine._local.defer = True  # another request's write left its batch open (group commit)
+    with engine.tx():
+        engine.store.put("kv", {"key": "k", "namespace": "default", "kind": "t"})
+    engine._local.defer = False
+    assert engine.store.batch_open
+    described = _call(routes, "GET", "/api/activities/celery-2", {}, "control")
+    assert described["status"] == "completed"
+    assert not engine.store.batch_open  # what the describe read is durable before its answer leaves
+    assert _committed_status(engine.store.path, "celery-2") == ["completed"]
