@@ -100,10 +100,11 @@ class QueueWaiters:
 class RecentKeys:
     """A bounded map of the newest ``limit`` entries (the oldest goes first): a hint, never the truth.
 
-    The engine keeps two: which execution each activity attempt it leased belongs to (a report on
-    the attempt finds the row by its primary key), and which task each poll leased (a retried poll
-    gets it again). Readers check what they get against the rows (a rolled-back transaction, or an
-    entry since replaced, is a miss).
+    The engine keeps three: which execution each activity attempt it leased belongs to (a report on
+    the attempt finds the row by its primary key), which task each poll leased (a retried poll
+    gets it again), and which execution a standalone activity's host run holds (its describe).
+    Readers check what they get against the rows (a rolled-back transaction, or an entry since
+    replaced, is a miss).
     """
 
     __slots__ = ("_entries", "_limit")
@@ -220,6 +221,9 @@ class Engine:
         self._polls = RecentKeys()
         #: activity ``task_id`` -> ``execution_id``, for the attempts leased lately (see :class:`RecentKeys`)
         self.activity_tasks = RecentKeys()
+        #: standalone activity host run id -> its one activity's ``execution_id``, for the runs started
+        #: lately (a describe reads the row by its key, usually cached text: no ``SELECT`` by run)
+        self.host_activities = RecentKeys()
         self.namespaces = tuple(n.lower() for n in config.namespaces) or ("default",)
         namespaces.bootstrap(self)  # the table is the truth: created namespaces survive a restart
 

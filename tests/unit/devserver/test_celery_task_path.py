@@ -3,9 +3,11 @@
 
 * a path with a parameter (a completion, a describe) is matched against its directory's few routes,
   with the answer a scan of the whole table gives;
-* a standalone activity's describe executes no ``BEGIN IMMEDIATE`` / ``COMMIT`` (it only reads), with
-  the answer the old transaction gave, and what it read of an open group-commit batch is committed
-  before the answer leaves.
+* a standalone activity's describe executes no ``BEGIN IMMEDIATE`` / ``COMMIT`` (it only reads) and
+  reads its activity by the key noted at the start (no ``SELECT`` by run), with the answer the old
+  transaction and the index lookup gave; what it read of an open group-commit batch is committed
+  before the answer leaves;
+* a start stores its host run once (no second encode of the same document), the same row.
 """
 
 from __future__ import annotations
@@ -125,10 +127,15 @@ def test_a_describe_executes_no_transaction_statement_and_answers_as_the_transac
     engine.store._conn.set_trace_callback(lambda sql: statements.append(sql.split(None, 1)[0].upper()))
     described = _call(routes, "GET", "/api/activities/celery-1", {}, "control")
     engine.store._conn.set_trace_callback(None)
-    assert statements == ["SELECT", "SELECT"]  # the run, its activity: no BEGIN IMMEDIATE, no COMMIT
-    with engine.tx():  # the old path: the same reads inside a transaction
+    assert statements == ["SELECT"]  # the current run; its activity by key (cached): no BEGIN, no COMMIT
+    with engine.tx():  # the old path: the reads inside a transaction, the activity by the run's index
+        run = engine.current_run("default", "celery-1")
+        assert run is not None
+        engine.host_activities = type(engine.host_activities)()  # no hint: the index lookup
         before = control.describe_activity(engine, "default", "celery-1")
+        by_index = engine.store.select("activities", "run_id = ?", (run["run_id"],))
     assert described == before
+    assert len(by_index) == 1 and described["activity_execution_id"] == by_index[0]["execution_id"]
     assert described["status"] == "completed" and described["attempt_count"] == 1
     assert described["result"] == envelope(2)
     # an unknown id is still a 404, and leaves no transaction open
@@ -156,3 +163,62 @@ def test_a_describe_of_an_open_batch_commits_it_before_answering(engine: Engine)
     assert described["status"] == "completed"
     assert not engine.store.batch_open  # what the describe read is durable before its answer leaves
     assert _committed_status(engine.store.path, "celery-2") == ["completed"]
+
+
+def test_a_hint_whose_row_is_gone_falls_back_to_the_index(engine: Engine) -> None:
+    routes = Routes(engine, QueryBroker(engine))
+    _call(routes, "POST", "/api/worker/register", {"worker_id": "w1", "task_queue": "q",
+                                                   "supported_activity_types": ["noop"]}, "worker")
+    _celery_task(routes, "celery-3")
+    run = engine.current_run("default", "celery-3")
+    assert run is not None
+    right = engine.host_activities.get(run["run_id"])
+    engine.host_activities.note(run["run_id"], "act-rolled-back")  # e.g. a start that rolled back
+    described = _call(routes, "GET", "/api/activities/celery-3", {}, "control")
+    assert described["activity_execution_id"] == right and described["status"] == "completed"
+
+
+def test_a_start_stores_its_host_run_once_with_the_same_document(engine: Engine, monkeypatch: Any) -> None:
+    from sync_worker.devserver import store as store_module
+
+    routes = Routes(engine, QueryBroker(engine))
+    puts: List[str] = []
+    created: List[Dict[str, Any]] = []
+    real_put, real_create = engine.store.put, engine.create_run
+
+    def put(table: str, row: Dict[str, Any]) -> None:
+        puts.append(table)
+        real_put(table, row)
+
+    def create_run(**kwargs: Any) -> Dict[str, Any]:
+        created.append(real_create(**kwargs))
+        return created[-1]
+
+    monkeypatch.setattr(engine.store, "put", put)
+    monkeypatch.setattr(engine, "create_run", create_run)
+    _call(routes, "POST", "/api/activities", {"activity_type": "noop", "task_queue": "q", "activity_id": "c-4",
+                                              "input": envelope([1])}, "control")
+    assert puts.count("runs") == 1 and puts.count("activities") == 1
+    # the run as the start left it in memory (what a second save would have written) is the stored text
+    stored = engine.store._conn.execute("SELECT data FROM runs WHERE workflow_id = 'c-4'").fetchone()[0]
+    assert store_module._encode(created[0]) == stored
+    assert engine.store.get("runs", created[0]["run_id"]) == created[0]
+
+
+def test_a_celery_tasks_answers_rows_and_events_are_those_of_the_tree_before() -> None:
+    """Three tasks (two completed, one failed), each described before its poll, after it and at its end,
+    then the list: every answer, every row and every event as the tree before these changes wrote them."""
+    import json
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    tree = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+    out = subprocess.run([sys.executable, os.path.join(here, "_celery_task_dump.py"), tree], check=True,
+                         capture_output=True, text=True, timeout=120).stdout
+    got = json.loads(out)
+    with open(os.path.join(here, "celery_task_golden.json"), encoding="utf-8") as golden:
+        expected = json.load(golden)
+    assert len(expected["events"]) == 18 and len(expected["answers"]) == 20
+    for key in ("answers", "runs", "activities", "events", "workers", "kv"):
+        assert got[key] == expected[key], key
