@@ -7,7 +7,9 @@
   reads its activity by the key noted at the start (no ``SELECT`` by run), with the answer the old
   transaction and the index lookup gave; what it read of an open group-commit batch is committed
   before the answer leaves;
-* a start stores its host run once (no second encode of the same document), the same row.
+* a start stores its host run once (no second encode of the same document), the same row;
+* ``Engine.current_run`` reads a run the engine created by its key, the same run the index's newest
+  is (several runs of one id, a rolled-back creation, a deleted run, another namespace).
 """
 
 from __future__ import annotations
@@ -127,11 +129,12 @@ def test_a_describe_executes_no_transaction_statement_and_answers_as_the_transac
     engine.store._conn.set_trace_callback(lambda sql: statements.append(sql.split(None, 1)[0].upper()))
     described = _call(routes, "GET", "/api/activities/celery-1", {}, "control")
     engine.store._conn.set_trace_callback(None)
-    assert statements == ["SELECT"]  # the current run; its activity by key (cached): no BEGIN, no COMMIT
-    with engine.tx():  # the old path: the reads inside a transaction, the activity by the run's index
+    assert statements == []  # the run and its activity by key (cached text): no SELECT, no BEGIN, no COMMIT
+    with engine.tx():  # the old path: the reads inside a transaction, by the indexes
+        engine._newest_runs = type(engine._newest_runs)()  # no notes: the index lookups
+        engine.host_activities = type(engine.host_activities)()
         run = engine.current_run("default", "celery-1")
         assert run is not None
-        engine.host_activities = type(engine.host_activities)()  # no hint: the index lookup
         before = control.describe_activity(engine, "default", "celery-1")
         by_index = engine.store.select("activities", "run_id = ?", (run["run_id"],))
     assert described == before
@@ -222,3 +225,43 @@ def test_a_celery_tasks_answers_rows_and_events_are_those_of_the_tree_before() -
     assert len(expected["events"]) == 18 and len(expected["answers"]) == 20
     for key in ("answers", "runs", "activities", "events", "workers", "kv"):
         assert got[key] == expected[key], key
+
+
+def _by_index(engine: Engine, namespace: str, workflow_id: str) -> Optional[Dict[str, Any]]:
+    found = engine.store.select("runs", "namespace = ? AND workflow_id = ?", (namespace, workflow_id),
+                                order="created_order DESC", limit=1)
+    return found[0] if found else None
+
+
+def test_the_current_run_by_its_note_is_the_indexs_newest(engine: Engine) -> None:
+    def create(workflow_id: str, namespace: str = "default") -> Dict[str, Any]:
+        return engine.create_run(namespace=namespace, workflow_id=workflow_id, workflow_type="t",
+                                 task_queue="q", arguments=None)
+
+    with engine.tx():
+        first = create("wf")
+        second = create("wf")  # the first is retired (is_current 0); the second is the newest
+        other = create("wf", namespace="elsewhere")
+    for namespace, newest in (("default", second), ("elsewhere", other)):
+        statements: List[str] = []
+        engine.store._conn.set_trace_callback(statements.append)
+        with engine.tx():
+            got = engine.current_run(namespace, "wf")
+        engine.store._conn.set_trace_callback(None)
+        assert not [s for s in statements if s.startswith("SELECT")]  # by its note, from the cached text
+        assert got == _by_index(engine, namespace, "wf") and got is not None
+        assert got["run_id"] == newest["run_id"]
+    assert first["run_id"] != second["run_id"]
+    # a creation that rolled back leaves a note whose row is gone: the index's newest, as before
+    with pytest.raises(RuntimeError), engine.tx():
+        create("wf")
+        raise RuntimeError("rolled back")
+    with engine.tx():
+        assert engine.current_run("default", "wf") == _by_index(engine, "default", "wf")
+        assert engine.current_run("default", "wf")["run_id"] == second["run_id"]  # type: ignore[index]
+    # the newest deleted (e.g. retention): the one before it, by the index
+    with engine.tx():
+        engine.store.delete("runs", second["run_id"])
+        found, indexed = engine.current_run("default", "wf"), _by_index(engine, "default", "wf")
+        assert found is not None and indexed is not None and found["run_id"] == first["run_id"] == indexed["run_id"]
+        assert engine.current_run("default", "nobody") is None
