@@ -17,7 +17,11 @@ on the same file: as in ``devserver_targets.py``, whose server opens a file anot
   (``schedule_activity``), the activity's poll + complete, a workflow task's poll + complete
   (``complete_workflow``): the same three;
 - ``serial``: that workflow plus the client's result read (``get_result``'s history read with
-  ``wait_new_event``, here of the closed run: the serial chain's requests, each once).
+  ``wait_new_event``, here of the closed run: the serial chain's requests, each once);
+- ``standalone``: one Celery-facade task as the dev server sees it: the control route's start of a
+  standalone activity with the body ``.delay()`` sends (its id, its input, the default task's retry
+  policy and timeouts), the worker's poll, its complete, and the result's describe
+  (``GET /api/activities/{id}``): the four requests, each once.
 
 With ``--instructions`` (needs ``valgrind``), each tree's user-space instructions per operation
 instead of the CPU time: each operation runs twice under ``valgrind --tool=cachegrind
@@ -48,7 +52,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 #: What is measured: a standalone activity's poll + complete, a start, a one-activity workflow.
-OPERATIONS = ("activity", "start", "workflow", "serial")
+OPERATIONS = ("activity", "start", "workflow", "serial", "standalone")
 
 #: Operations whose statements are counted, after the timed ones.
 _TRACED = 100
@@ -112,6 +116,17 @@ def _child(operation: str, count: int, fill: int) -> Dict[str, float]:
     def one(n: int) -> None:
         if operation == "activity":
             activity()
+        elif operation == "standalone":  # a Celery task: .delay(), the worker's poll + complete, the result's read
+            task_id = f"celery-{n}-{uuid.uuid4().hex}"
+            call("/api/activities", {"activity_type": "noop", "task_queue": "q", "activity_id": task_id,
+                                     "input": envelope([time.time()]),
+                                     "retry_policy": {"max_attempts": None, "backoff_seconds": [1],
+                                                      "non_retryable_error_types": []},
+                                     "start_to_close_timeout_seconds": 86400, "heartbeat_timeout_seconds": 30},
+                 plane="control")
+            activity()
+            described = call(f"/api/activities/{task_id}", {}, plane="control", method="GET")
+            assert described["status"] == "completed", described
         elif operation in ("workflow", "serial"):  # what a worker's one-activity workflow asks of the server
             started = call("/api/workflows", {"workflow_id": f"flow-{n}", "workflow_type": "t", "task_queue": "q",
                                     "input": args, "run_timeout_seconds": 600, "execution_timeout_seconds": 3600},
@@ -192,7 +207,8 @@ def _count_instructions(trees: List[Any], rounds: int, small: int, large: int, o
                 got.setdefault(f"{label} {operation}", []).append(figure)
                 print(f"round {round_no + 1} {label:6} {operation:8}: {figure:,.0f} instructions", flush=True)
     print(f"\nuser-space instructions per poll + complete (activity), per start, per one-activity workflow "
-          f"(serial: and its result read), {large} - {small} operations")
+          f"(serial: and its result read), per Celery task (standalone: start, poll, complete, describe), "
+          f"{large} - {small} operations")
     for key, values in got.items():
         print(f"  {key:16} {min(values):,.0f}..{max(values):,.0f}")
 
@@ -224,7 +240,7 @@ def main() -> None:
                 print(f"round {round_no + 1} {label:6} {operation:8}: {figures['statements']:.1f} statements, "
                       f"{figures['wal_pages']:.2f} WAL pages, {figures['cpu_ms']:.3f} ms CPU", flush=True)
     print("\nper poll + complete (activity), per start with timeouts, per one-activity workflow (serial: and its "
-          "result read), in process; CPU min..max over the rounds")
+          "result read), per Celery task (standalone), in process; CPU min..max over the rounds")
     for key, rows in got.items():
         cpu = [r["cpu_ms"] for r in rows]
         print(f"  {key:16} {rows[-1]['statements']:5.1f} statements  {rows[-1]['wal_pages']:6.2f} WAL pages  "

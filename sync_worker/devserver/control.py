@@ -250,9 +250,11 @@ def start_activity(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict
     act = activities.schedule(engine, run, sequence=1, activity_type=activity_type, arguments=body.get("input"),
                               task_queue=task_queue, retry_policy=retry_policy, timeouts=timeouts, parallel={},
                               standalone=True)
+    engine.host_activities.note(run["run_id"], act["execution_id"])
     engine.append(run, "ActivityScheduled", {"sequence": 1, "activity_type": activity_type,
                                              "activity_execution_id": act["execution_id"], "task_queue": task_queue})
-    engine.save_run(run)
+    # No save of the run here: ``create_run`` stored it, and neither the activity's scheduling nor an
+    # appended event changes its document (a save would encode it again only to find the same text).
     return {"activity_id": activity_id, "workflow_run_id": run["run_id"], "activity_execution_id": act["execution_id"],
             "workflow_type": STANDALONE_TYPE, "activity_type": activity_type, "task_queue": task_queue,
             "namespace": namespace, "status": run["status"]}
@@ -261,9 +263,20 @@ def start_activity(engine: Engine, namespace: str, body: Dict[str, Any]) -> Dict
 _ACTIVITY_STATUS = {"ready": "scheduled", "leased": "running", "backoff": "retrying", "cancelled": "cancelled"}
 
 
+def _host_activity(engine: Engine, run_id: str) -> Optional[Row]:
+    """A standalone host run's one activity: by the key noted at its start (a hint, checked against the
+    row: a rolled-back start's is no row), else by the run's index."""
+    execution_id = engine.host_activities.get(run_id)
+    if execution_id is not None:
+        act = engine.store.get("activities", execution_id)
+        if act is not None and act["run_id"] == run_id:
+            return act
+    found = engine.store.select("activities", "run_id = ?", (run_id,), limit=1)
+    return found[0] if found else None
+
+
 def _activity_view(engine: Engine, run: Row) -> Dict[str, Any]:
-    found = engine.store.select("activities", "run_id = ?", (run["run_id"],), limit=1)
-    act: Row = found[0] if found else {}
+    act: Row = _host_activity(engine, run["run_id"]) or {}
     state = act.get("state", "ready")
     activity_status = _ACTIVITY_STATUS.get(state) or ("completed" if act.get("failure") is None else "failed")
     return {

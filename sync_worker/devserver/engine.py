@@ -100,10 +100,11 @@ class QueueWaiters:
 class RecentKeys:
     """A bounded map of the newest ``limit`` entries (the oldest goes first): a hint, never the truth.
 
-    The engine keeps two: which execution each activity attempt it leased belongs to (a report on
-    the attempt finds the row by its primary key), and which task each poll leased (a retried poll
-    gets it again). Readers check what they get against the rows (a rolled-back transaction, or an
-    entry since replaced, is a miss).
+    The engine keeps three: which execution each activity attempt it leased belongs to (a report on
+    the attempt finds the row by its primary key), which task each poll leased (a retried poll
+    gets it again), and which execution a standalone activity's host run holds (its describe).
+    Readers check what they get against the rows (a rolled-back transaction, or an entry since
+    replaced, is a miss).
     """
 
     __slots__ = ("_entries", "_limit")
@@ -220,6 +221,11 @@ class Engine:
         self._polls = RecentKeys()
         #: activity ``task_id`` -> ``execution_id``, for the attempts leased lately (see :class:`RecentKeys`)
         self.activity_tasks = RecentKeys()
+        #: standalone activity host run id -> its one activity's ``execution_id``, for the runs started
+        #: lately (a describe reads the row by its key, usually cached text: no ``SELECT`` by run)
+        self.host_activities = RecentKeys()
+        #: ``(namespace, workflow_id)`` -> the run this engine created last for it (see :meth:`current_run`)
+        self._newest_runs = RecentKeys()
         self.namespaces = tuple(n.lower() for n in config.namespaces) or ("default",)
         namespaces.bootstrap(self)  # the table is the truth: created namespaces survive a restart
 
@@ -317,6 +323,18 @@ class Engine:
         self.store.put("runs", run)
 
     def current_run(self, namespace: str, workflow_id: str) -> Optional[Row]:
+        """The newest run of ``workflow_id`` in ``namespace`` (by ``created_order``), or ``None``.
+
+        A run this engine created lately is read by its key (its text is usually cached: no
+        ``SELECT``): every run is created by :meth:`create_run`, which notes it, and it is the newest
+        (``created_order`` is this engine's counter; one engine writes the file). A note whose row
+        is gone (a rolled-back creation, a deleted run) or was evicted falls back to the index.
+        """
+        run_id = self._newest_runs.get((namespace, workflow_id))
+        if run_id is not None:
+            run = self.store.get("runs", run_id)
+            if run is not None and run["namespace"] == namespace and run["workflow_id"] == workflow_id:
+                return run
         found = self.store.select("runs", "namespace = ? AND workflow_id = ?", (namespace, workflow_id),
                                   order="created_order DESC", limit=1)
         return found[0] if found else None
@@ -417,6 +435,7 @@ class Engine:
             self.wake(run)
             run["first_task_id"] = run["task_id"]  # its poll says resume_source_kind "workflow_start"
         self.save_run(run)
+        self._newest_runs.note((namespace, workflow_id), run["run_id"])
         return run
 
     # -- history ----------------------------------------------------------------------------

@@ -72,6 +72,19 @@ class Routes:
         #: starts): their scan's answer per method is kept, so a poll or a start is one dict lookup.
         self._literal_paths = frozenset(pattern for _, pattern, _ in _ROUTES if _literal_prefix(pattern) == pattern)
         self._known: Dict[Tuple[str, str], Tuple[Optional[Handler], Dict[str, str], bool]] = {}
+        #: Directory prefixes (ending in ``/``) of the routes' literal prefixes -> the routes, in table
+        #: order, a path under that directory can match: those whose literal prefix is under it or
+        #: holds it. A path with a parameter (a completion, a describe) scans its deepest directory's
+        #: few routes, not the whole table; the first match is the same one (see :meth:`_candidates`).
+        self._dirs: Dict[str, List[Tuple[str, str, Pattern[str], Handler]]] = {}
+        for _, prefix, _, _ in self.table:
+            end = prefix.find("/") + 1
+            while end:
+                self._dirs.setdefault(prefix[:end], [])
+                end = prefix.find("/", end) + 1
+        for directory, routes in self._dirs.items():
+            routes.extend(route for route in self.table
+                          if route[1].startswith(directory) or directory.startswith(route[1]))
 
     def match(self, method: str, path: str) -> Tuple[Optional[Handler], Dict[str, str], bool]:
         """The handler and path params; the flag says whether the path exists for another method."""
@@ -83,9 +96,24 @@ class Routes:
             self._known[(method, path)] = (found[0], dict(found[1]), found[2])
         return found
 
+    def _candidates(self, path: str) -> List[Tuple[str, str, Pattern[str], Handler]]:
+        """The routes ``path`` can match, in table order: its deepest directory's (the whole table when
+        it is under none). A route whose literal prefix is neither under the directory nor holds it
+        does not start the path, so it cannot match; the directories are prefix-closed (every
+        shallower directory of one is one too), so the walk stops at the first one that is not."""
+        found = self.table
+        end = path.find("/") + 1
+        while end:
+            routes = self._dirs.get(path[:end])
+            if routes is None:
+                break
+            found = routes
+            end = path.find("/", end) + 1
+        return found
+
     def _scan(self, method: str, path: str) -> Tuple[Optional[Handler], Dict[str, str], bool]:
         path_known = False
-        for route_method, prefix, regex, handler in self.table:
+        for route_method, prefix, regex, handler in self._candidates(path):
             if not path.startswith(prefix):
                 continue
             found = regex.match(path)
@@ -351,7 +379,10 @@ def _start_activity(r: Routes, req: Request) -> Tuple[int, Any]:
 
 
 def _describe_activity(r: Routes, req: Request) -> Tuple[int, Any]:
-    return _tx(r, lambda: control.describe_activity(r.engine, req.namespace, req.params["activity_id"]))
+    # A read (a Celery result's every look): its transaction begins at a write, so it executes no
+    # BEGIN IMMEDIATE / COMMIT; its reads hold the engine lock, as every writer does (Store.begin).
+    with r.engine.round_tx():
+        return 200, control.describe_activity(r.engine, req.namespace, req.params["activity_id"])
 
 
 def _list_activities(r: Routes, req: Request) -> Tuple[int, Any]:
