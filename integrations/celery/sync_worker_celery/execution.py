@@ -26,12 +26,10 @@ from .einfo import ExceptionInfo
 from .exceptions import Ignore, Reject, Replaced, Retry, TaskRevokedError
 from .request import Context, current_requests
 from .stamping import split_options
-from .timelimits import TimeLimits, interrupt_current, task_timers
+from .timelimits import TimeLimits, interrupt_current, task_alarms
 from .wire import decode_call, exponential_backoff
 
 if TYPE_CHECKING:  # pragma: no cover
-    from sync_worker.client.deadlines import Timer
-
     from .result import EagerResult
     from .task import Task
 
@@ -210,8 +208,8 @@ class _Watch:
     """While a task runs: heartbeat every ``interval`` (so a lost worker is noticed) and stop the
     task when it is revoked with ``terminate=True``.
 
-    A task that ends within its first ``interval`` (most of them) costs a push on the process's
-    task timer (:data:`~.timelimits.task_timers`) and nothing else; one still running then gets
+    A task that ends within its first ``interval`` (most of them) costs an entry in the process's
+    task alarms (:data:`~.timelimits.task_alarms`, no wake-up of the timer task) and nothing else; one still running then gets
     its own watch thread (a greenlet under gevent), which heartbeats at once and every
     ``interval`` after that."""
 
@@ -223,17 +221,17 @@ class _Watch:
         self.stop_event = threading.Event()
         self.interrupt = interrupt_current()
         self.revoked = False
-        self.timer: Optional[Timer] = None
+        self.alarm: Optional[int] = None
 
     def __enter__(self) -> _Watch:
         if self.interval > 0:
-            self.timer = task_timers.schedule(self.interval, self._begin)
+            self.alarm = task_alarms.arm(self.interval, self._begin)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.stop_event.set()
-        if self.timer is not None:
-            task_timers.cancel(self.timer)
+        if self.alarm is not None:
+            task_alarms.disarm(self.alarm)
 
     def _begin(self) -> None:
         """On the task timer, one ``interval`` in: the task still runs, so it gets its watch."""

@@ -1,6 +1,6 @@
 """Soft and hard time limits raised *inside* a running task, on threads and on gevent.
 
-* threads: the process's one task-timer thread (:data:`task_timers`, a heap of deadlines: a
+* threads: the process's one task-timer thread (:data:`task_timers`, through :data:`task_alarms`: a
   limit costs a push, not a timer thread per task) injects the exception into the task's thread
   (``PyThreadState_SetAsyncExc``); it lands at the next bytecode boundary, so a task blocked
   in a long C call sees it when the call returns;
@@ -21,14 +21,17 @@ from typing import Any, Callable, List, Optional, Type
 
 from sync_worker.client.deadlines import DeadlineWatchdog
 
+from .alarms import Alarms
 from .exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 
-__all__ = ["TimeLimits", "gevent_active", "interrupt_current", "task_timers"]
+__all__ = ["TimeLimits", "gevent_active", "interrupt_current", "task_alarms", "task_timers"]
 
 #: One timer task per process for what fires while a task runs (its time limits on threads, the
 #: start of its heartbeat watch): started at first use, afresh in a forked child. Its callbacks
 #: only inject an exception or start a thread, never block.
 task_timers = DeadlineWatchdog()
+#: The running tasks' deadlines, on one :data:`task_timers` entry at a time (:mod:`.alarms`).
+task_alarms = Alarms(task_timers)
 
 
 def gevent_active() -> bool:
@@ -89,8 +92,8 @@ class TimeLimits:
         ident = threading.get_ident()
         for seconds, exc_type in ((self.soft, SoftTimeLimitExceeded), (self.hard, TimeLimitExceeded)):
             if seconds is not None:
-                timer = task_timers.schedule(seconds, functools.partial(self._fire, ident, exc_type))
-                self._cleanup.append(functools.partial(task_timers.cancel, timer))
+                key = task_alarms.arm(seconds, functools.partial(self._fire, ident, exc_type))
+                self._cleanup.append(functools.partial(task_alarms.disarm, key))
         return self
 
     def _fire(self, ident: int, exc_type: Type[BaseException]) -> None:
