@@ -1,0 +1,134 @@
+"""User-space instructions per no-op Celery-facade task in the worker (a count, not a time).
+
+    python3 bench/celery_worker_instructions.py                     # threads and gevent, this tree
+    python3 bench/celery_worker_instructions.py --tree /tmp/before  # the same for another tree
+    python3 bench/celery_worker_instructions.py --kinds threads --small 300 --large 1300
+
+The facade's worker (``build_workers`` on ``bench/sync_celery_noop_app.py``, logging set up as
+``sync-worker celery ... worker -l info`` does, to ``/dev/null``) runs against the fake server
+(``bench/fake_worker_server.py``), which hands out ``bench.noop`` tasks shaped as ``noop.delay(t)``
+publishes them (one float argument, no call metadata). The method is ``bench/worker_instructions.py``'s:
+each kind runs twice under ``valgrind --tool=cachegrind --cache-sim=no``, for ``--small`` and
+``--large`` tasks, and the difference over the extra tasks is the worker's instructions per task.
+Kernel work is not in it. Needs ``valgrind`` on PATH.
+"""
+
+from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "_worker" and sys.argv[3] == "gevent":
+    from gevent import monkey  # patch first, as `sync-worker celery ... worker -P gevent` does
+
+    monkey.patch_all()
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Any, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def worker_child(tree: str, kind: str, tasks: int, shapes_path: str) -> None:
+    """Run the facade's worker (``kind`` pool, 20 slots, one poller) until ``tasks`` no-op tasks ran."""
+    sys.path[:0] = [tree, os.path.join(tree, "integrations", "celery"), HERE]
+    server = subprocess.Popen([sys.executable, os.path.join(HERE, "fake_worker_server.py"), shapes_path, str(tasks)],
+                              stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    port = int(server.stdout.readline().split()[1])
+    import logging
+
+    from sync_worker import Client
+    from sync_worker.cli.params import configure_logging
+    from sync_worker_celery.cli import CELERY_LOG_FORMAT
+    from sync_worker_celery.worker import build_workers
+
+    import sync_celery_noop_app
+
+    sink = open(os.devnull, "w")
+    configure_logging("info", format=CELERY_LOG_FORMAT, handlers=[logging.StreamHandler(sink)])
+    done = threading.Event()
+    count = [0]
+    task: Any = sync_celery_noop_app.noop
+    body = task.run
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        if count[0] >= tasks:
+            done.set()
+        return body(*args, **kwargs)
+
+    task.run = counted
+    app = sync_celery_noop_app.app
+    [worker] = build_workers(app, ["bench"], concurrency=20, pool=kind, client=Client(f"http://127.0.0.1:{port}"),
+                             max_concurrent_activity_task_polls=1, poll_timeout=5.0)
+    runner = threading.Thread(target=worker.run, daemon=True)
+    runner.start()
+    done.wait(1800)
+    time.sleep(0.2)
+    worker.stop()
+    runner.join(60)
+    server.send_signal(signal.SIGTERM)
+    server.communicate(timeout=60)
+
+
+def _instructions(tree: str, kind: str, tasks: int, shapes_path: str) -> int:
+    out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                          sys.executable, __file__, "_worker", tree, kind, str(tasks), shapes_path],
+                         capture_output=True, text=True, timeout=3600)
+    found: Optional[re.Match[str]] = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count from valgrind:\n{out.stderr[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def facade_shapes() -> Any:
+    """The fake server's shapes, its activity task carrying ``noop.delay(t)``'s arguments."""
+    from fake_worker_server import capture_shapes
+
+    from sync_worker import payloads
+
+    shapes = capture_shapes()
+    shapes["activity_poll"]["task"]["arguments"] = payloads.envelope([time.time()])
+    return shapes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", default=REPO, help="the source tree whose sync_worker and facade are measured")
+    parser.add_argument("--kinds", default="threads,gevent")
+    parser.add_argument("--small", type=int, default=300)
+    parser.add_argument("--large", type=int, default=1300)
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        sys.exit("valgrind is not installed")
+    sys.path.insert(0, REPO)
+    sys.path.insert(0, HERE)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(facade_shapes(), handle)
+        shapes_path = handle.name
+    try:
+        print(f"tree {os.path.abspath(args.tree)}: user-space instructions per no-op facade task "
+              f"({args.large} - {args.small} tasks)")
+        for kind in [k for k in args.kinds.split(",") if k]:
+            small = _instructions(args.tree, kind, args.small, shapes_path)
+            large = _instructions(args.tree, kind, args.large, shapes_path)
+            print(f"  {kind:8s} {(large - small) / (args.large - args.small):10,.0f}", flush=True)
+    finally:
+        os.unlink(shapes_path)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_worker":
+        worker_child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    else:
+        main()
