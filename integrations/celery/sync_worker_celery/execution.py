@@ -209,16 +209,17 @@ class _Watch:
     task when it is revoked with ``terminate=True``.
 
     A task that ends within its first ``interval`` (most of them) costs an entry in the process's
-    task alarms (:data:`~.timelimits.task_alarms`, no wake-up of the timer task) and nothing else; one still running then gets
-    its own watch thread (a greenlet under gevent), which heartbeats at once and every
-    ``interval`` after that."""
+    task alarms (:data:`~.timelimits.task_alarms`: no wake-up of the timer task) and nothing
+    else; one still running then gets its own watch thread (a greenlet under gevent), which
+    heartbeats at once and every ``interval`` after that."""
 
     def __init__(self, ctx: Any, app: Any, activity_id: Optional[str], interval: float) -> None:
         self.ctx = ctx
         self.app = app
         self.activity_id = activity_id
         self.interval = interval
-        self.stop_event = threading.Event()
+        self.stopped = False
+        self.stop_event: Optional[threading.Event] = None  # made when the watch thread starts
         self.interrupt = interrupt_current()
         self.revoked = False
         self.alarm: Optional[int] = None
@@ -229,31 +230,36 @@ class _Watch:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.stop_event.set()
+        self.stopped = True
         if self.alarm is not None:
             task_alarms.disarm(self.alarm)
+        stop_event = self.stop_event
+        if stop_event is not None:  # the watch thread runs (or starts: it checks ``stopped`` first)
+            stop_event.set()
 
     def _begin(self) -> None:
         """On the task timer, one ``interval`` in: the task still runs, so it gets its watch."""
-        if not self.stop_event.is_set():
-            threading.Thread(target=self._loop, name="celery-task-watch", daemon=True).start()
+        if not self.stopped:
+            self.stop_event = threading.Event()
+            threading.Thread(target=self._loop, args=(self.stop_event,), name="celery-task-watch",
+                             daemon=True).start()
 
-    def _loop(self) -> None:
+    def _loop(self, stop_event: threading.Event) -> None:
         from sync_worker.errors import ActivityCancelled, ActivityLeaseAuthorityLost
 
-        while not self.stop_event.is_set():
+        while not self.stopped:
             try:
                 self.ctx.heartbeat_sync()
             except ActivityCancelled:
                 self.revoked = True
-                if not self.stop_event.is_set() and self._terminate_requested():
+                if not self.stopped and self._terminate_requested():
                     self.interrupt(TaskRevokedError)
                 return
             except ActivityLeaseAuthorityLost:
                 return
             except Exception as error:  # transport trouble: try again next tick
                 logger.debug("task heartbeat failed: %s", error)
-            self.stop_event.wait(self.interval)
+            stop_event.wait(self.interval)
 
     def _terminate_requested(self) -> bool:
         if not self.activity_id:

@@ -73,12 +73,13 @@ class TimeLimits:
         self.hard = hard if hard and hard > 0 else None
         self.soft = soft if soft and soft > 0 else None
         self._cleanup: List[Callable[[], None]] = []
-        self._lock = threading.Lock()
+        self._lock: Optional[threading.Lock] = None  # made only when a limit is armed (most tasks have none)
         self._active = False
 
     def __enter__(self) -> TimeLimits:
         if self.hard is None and self.soft is None:
             return self
+        self._lock = threading.Lock()
         self._active = True
         if gevent_active():
             import gevent
@@ -97,11 +98,14 @@ class TimeLimits:
         return self
 
     def _fire(self, ident: int, exc_type: Type[BaseException]) -> None:
+        assert self._lock is not None  # armed, so made
         with self._lock:
             if self._active:
                 _inject(ident, exc_type)
 
     def __exit__(self, *exc: Any) -> None:
+        if self._lock is None:  # nothing was armed
+            return
         with self._lock:
             self._active = False
         for cleanup in self._cleanup:
