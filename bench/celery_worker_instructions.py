@@ -47,14 +47,14 @@ def worker_child(tree: str, kind: str, tasks: int, shapes_path: str) -> None:
     port = int(server.stdout.readline().split()[1])
     import logging
 
-    from sync_worker import Client
-    from sync_worker.cli.params import configure_logging
+    import sync_celery_noop_app
     from sync_worker_celery.cli import CELERY_LOG_FORMAT
     from sync_worker_celery.worker import build_workers
 
-    import sync_celery_noop_app
+    from sync_worker import Client
+    from sync_worker.cli.params import configure_logging
 
-    sink = open(os.devnull, "w")
+    sink = open(os.devnull, "w")  # noqa: SIM115 - the log stream, for the life of this child
     configure_logging("info", format=CELERY_LOG_FORMAT, handlers=[logging.StreamHandler(sink)])
     done = threading.Event()
     count = [0]
