@@ -26,6 +26,7 @@ from .einfo import ExceptionInfo
 from .exceptions import Ignore, Reject, Replaced, Retry, TaskRevokedError
 from .request import Context, current_requests
 from .stamping import split_options
+from .task import Task as BaseTask
 from .timelimits import TimeLimits, interrupt_current, task_alarms
 from .wire import decode_call, exponential_backoff
 
@@ -68,9 +69,13 @@ def trace(task: Task, args: Tuple[Any, ...], kwargs: Dict[str, Any], request: Co
           limits: Tuple[Optional[float], Optional[float]] = (None, None)) -> Outcome:
     """Run one call of ``task`` with ``request`` pushed; never raises except for revocation."""
     task_id = str(request.id)
-    task.push_request(**{k: v for k, v in vars(request).items() if k != "headers"},
-                      headers=request.headers)
-    live = task.request
+    if type(task).push_request is BaseTask.push_request and type(request) is Context:
+        live = request.copy()  # what push_request(**fields) would push
+        task.request_stack.push(live)
+    else:  # a Task class of its own: its push_request, as before
+        task.push_request(**{k: v for k, v in vars(request).items() if k != "headers"},
+                          headers=request.headers)
+        live = task.request
     current_requests.push(live)
     signals.task_prerun.send(sender=task, task_id=task_id, task=task, args=args, kwargs=kwargs)
     outcome: Outcome
