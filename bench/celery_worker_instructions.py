@@ -3,6 +3,7 @@
     python3 bench/celery_worker_instructions.py                     # threads and gevent, this tree
     python3 bench/celery_worker_instructions.py --tree /tmp/before  # the same for another tree
     python3 bench/celery_worker_instructions.py --kinds threads --small 300 --large 1300
+    python3 bench/celery_worker_instructions.py --cpu --baseline /tmp/before   # CPU ms per task, interleaved
 
 The facade's worker (``build_workers`` on ``bench/sync_celery_noop_app.py``, logging set up as
 ``sync-worker celery ... worker -l info`` does, to ``/dev/null``) runs against the fake server
@@ -10,7 +11,8 @@ The facade's worker (``build_workers`` on ``bench/sync_celery_noop_app.py``, log
 publishes them (one float argument, no call metadata). The method is ``bench/worker_instructions.py``'s:
 each kind runs twice under ``valgrind --tool=cachegrind --cache-sim=no``, for ``--small`` and
 ``--large`` tasks, and the difference over the extra tasks is the worker's instructions per task.
-Kernel work is not in it. Needs ``valgrind`` on PATH.
+Kernel work is not in it (thread wake-ups are: ``--cpu`` measures the worker process's user + system
+CPU time the same way, without valgrind, the trees interleaved). Needs ``valgrind`` on PATH.
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import signal
+import statistics
 import subprocess
 import tempfile
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -79,6 +83,31 @@ def worker_child(tree: str, kind: str, tasks: int, shapes_path: str) -> None:
     runner.join(60)
     server.send_signal(signal.SIGTERM)
     server.communicate(timeout=60)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"CPU {usage.ru_utime + usage.ru_stime:.4f}", flush=True)
+
+
+def _cpu_seconds(tree: str, kind: str, tasks: int, shapes_path: str) -> float:
+    out = subprocess.run([sys.executable, __file__, "_worker", tree, kind, str(tasks), shapes_path],
+                         capture_output=True, text=True, timeout=3600)
+    found: Optional[re.Match[str]] = re.search(r"^CPU ([\d.]+)$", out.stdout, re.M)
+    if found is None:
+        raise RuntimeError(f"no CPU figure from the worker:\n{out.stderr[-2000:]}")
+    return float(found.group(1))
+
+
+def cpu_pairs(trees: List[str], kinds: List[str], small: int, large: int, rounds: int, shapes_path: str) -> None:
+    """CPU ms (user + system, kernel work included) per task, the trees interleaved ``rounds`` times."""
+    print(f"worker CPU ms per no-op facade task ({large} - {small} tasks), median of {rounds} interleaved rounds")
+    for kind in kinds:
+        figures: Dict[str, List[float]] = {tree: [] for tree in trees}
+        for _ in range(rounds):
+            for tree in trees:
+                spent = _cpu_seconds(tree, kind, large, shapes_path) - _cpu_seconds(tree, kind, small, shapes_path)
+                figures[tree].append(1000.0 * spent / (large - small))
+        for tree in trees:
+            runs = ", ".join(f"{v:.3f}" for v in figures[tree])
+            print(f"  {kind:8s} {statistics.median(figures[tree]):7.3f}  [{runs}]  {tree}", flush=True)
 
 
 def _instructions(tree: str, kind: str, tasks: int, shapes_path: str) -> int:
@@ -108,7 +137,22 @@ def main() -> None:
     parser.add_argument("--kinds", default="threads,gevent")
     parser.add_argument("--small", type=int, default=300)
     parser.add_argument("--large", type=int, default=1300)
+    parser.add_argument("--cpu", action="store_true",
+                        help="CPU time instead of instructions (no valgrind): this tree and --baseline, interleaved")
+    parser.add_argument("--baseline", help="with --cpu: a second tree measured in turn with --tree")
+    parser.add_argument("--rounds", type=int, default=5, help="with --cpu: interleaved rounds")
     args = parser.parse_args()
+    if args.cpu:
+        sys.path.insert(0, REPO)
+        sys.path.insert(0, HERE)
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+            json.dump(facade_shapes(), handle)
+        try:
+            trees = [os.path.abspath(args.tree)] + ([os.path.abspath(args.baseline)] if args.baseline else [])
+            cpu_pairs(trees, [k for k in args.kinds.split(",") if k], args.small, args.large, args.rounds, handle.name)
+        finally:
+            os.unlink(handle.name)
+        return
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed")
     sys.path.insert(0, REPO)
