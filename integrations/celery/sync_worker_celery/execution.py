@@ -25,6 +25,7 @@ from . import app_trace, errbacks, ratelimit, signals, states
 from .einfo import ExceptionInfo
 from .exceptions import Ignore, Reject, Replaced, Retry, TaskRevokedError
 from .request import Context, current_requests
+from .result import ResultBase
 from .stamping import split_options
 from .task import Task as BaseTask
 from .timelimits import TimeLimits, interrupt_current, task_alarms
@@ -348,8 +349,6 @@ def activity_for(task: Task) -> Callable[..., Any]:
             return replacement_marker(app, outcome.retval.sig, task_id, in_canvas=standalone is None,
                                       queue=info.task_queue, nesting=request.replaced_task_nesting + 1)
         if outcome.state in (states.SUCCESS, states.IGNORED):
-            from .result import ResultBase
-
             if isinstance(outcome.retval, ResultBase) and hasattr(outcome.retval, "as_tuple"):
                 return outcome.retval.as_tuple()  # as Celery's backends store a returned result
             return outcome.retval

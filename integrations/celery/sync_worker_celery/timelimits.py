@@ -34,13 +34,19 @@ task_timers = DeadlineWatchdog()
 task_alarms = Alarms(task_timers)
 
 
+_patched = False  # once patched, a process stays patched: asked again (every task) only until then
+
+
 def gevent_active() -> bool:
     """True in a process monkey-patched for gevent (tasks then run on greenlets)."""
-    if "gevent" not in sys.modules:
+    global _patched
+    if _patched:
+        return True
+    monkey = sys.modules.get("gevent.monkey")  # imported by whoever patched (no import statement per task)
+    if monkey is None:
         return False
-    from gevent import monkey
-
-    return bool(monkey.is_module_patched("threading"))
+    _patched = bool(monkey.is_module_patched("threading"))
+    return _patched
 
 
 def _inject(thread_id: int, exc_type: Type[BaseException]) -> bool:

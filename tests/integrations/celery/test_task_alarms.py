@@ -85,3 +85,20 @@ def test_deadlines_armed_from_many_threads_all_fire() -> None:
     while len(fired) < 200 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert sorted(fired) == sorted(n * 100 + i for n in range(4) for i in range(50))
+
+
+def test_gevent_patching_is_looked_up_until_seen_then_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    from sync_worker_celery import timelimits
+
+    asked: List[str] = []
+    fake = types.ModuleType("gevent.monkey")
+    fake.is_module_patched = lambda name: asked.append(name) or True  # type: ignore[attr-defined]
+    monkeypatch.setattr(timelimits, "_patched", False)
+    monkeypatch.delitem(sys.modules, "gevent.monkey", raising=False)
+    assert timelimits.gevent_active() is False and asked == []
+    monkeypatch.setitem(sys.modules, "gevent.monkey", fake)
+    assert [timelimits.gevent_active() for _ in range(3)] == [True, True, True]
+    assert asked == ["threading"]
