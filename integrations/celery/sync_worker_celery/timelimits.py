@@ -60,8 +60,7 @@ def _inject(thread_id: int, exc_type: Type[BaseException]) -> bool:
 def interrupt_current() -> Callable[[Type[BaseException]], None]:
     """A function that raises an exception type inside the *calling* thread or greenlet, from elsewhere."""
     if gevent_active():
-        import gevent
-
+        gevent: Any = sys.modules["gevent"]  # imported by the patching (no import statement per task)
         target: Any = gevent.getcurrent()
         # throw() is scheduled on the hub, which is how gevent itself kills a greenlet
         return lambda exc_type: gevent.get_hub().loop.run_callback(target.throw, exc_type())
