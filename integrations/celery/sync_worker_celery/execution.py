@@ -25,13 +25,13 @@ from . import app_trace, errbacks, ratelimit, signals, states
 from .einfo import ExceptionInfo
 from .exceptions import Ignore, Reject, Replaced, Retry, TaskRevokedError
 from .request import Context, current_requests
+from .result import ResultBase
 from .stamping import split_options
-from .timelimits import TimeLimits, interrupt_current, task_timers
+from .task import Task as BaseTask
+from .timelimits import TimeLimits, interrupt_current, task_alarms
 from .wire import decode_call, exponential_backoff
 
 if TYPE_CHECKING:  # pragma: no cover
-    from sync_worker.client.deadlines import Timer
-
     from .result import EagerResult
     from .task import Task
 
@@ -70,9 +70,13 @@ def trace(task: Task, args: Tuple[Any, ...], kwargs: Dict[str, Any], request: Co
           limits: Tuple[Optional[float], Optional[float]] = (None, None)) -> Outcome:
     """Run one call of ``task`` with ``request`` pushed; never raises except for revocation."""
     task_id = str(request.id)
-    task.push_request(**{k: v for k, v in vars(request).items() if k != "headers"},
-                      headers=request.headers)
-    live = task.request
+    if type(task).push_request is BaseTask.push_request and type(request) is Context:
+        live = request.copy()  # what push_request(**fields) would push
+        task.request_stack.push(live)
+    else:  # a Task class of its own: its push_request, as before
+        task.push_request(**{k: v for k, v in vars(request).items() if k != "headers"},
+                          headers=request.headers)
+        live = task.request
     current_requests.push(live)
     signals.task_prerun.send(sender=task, task_id=task_id, task=task, args=args, kwargs=kwargs)
     outcome: Outcome
@@ -210,52 +214,58 @@ class _Watch:
     """While a task runs: heartbeat every ``interval`` (so a lost worker is noticed) and stop the
     task when it is revoked with ``terminate=True``.
 
-    A task that ends within its first ``interval`` (most of them) costs a push on the process's
-    task timer (:data:`~.timelimits.task_timers`) and nothing else; one still running then gets
-    its own watch thread (a greenlet under gevent), which heartbeats at once and every
-    ``interval`` after that."""
+    A task that ends within its first ``interval`` (most of them) costs an entry in the process's
+    task alarms (:data:`~.timelimits.task_alarms`: no wake-up of the timer task) and nothing
+    else; one still running then gets its own watch thread (a greenlet under gevent), which
+    heartbeats at once and every ``interval`` after that."""
 
     def __init__(self, ctx: Any, app: Any, activity_id: Optional[str], interval: float) -> None:
         self.ctx = ctx
         self.app = app
         self.activity_id = activity_id
         self.interval = interval
-        self.stop_event = threading.Event()
+        self.stopped = False
+        self.stop_event: Optional[threading.Event] = None  # made when the watch thread starts
         self.interrupt = interrupt_current()
         self.revoked = False
-        self.timer: Optional[Timer] = None
+        self.alarm: Optional[int] = None
 
     def __enter__(self) -> _Watch:
         if self.interval > 0:
-            self.timer = task_timers.schedule(self.interval, self._begin)
+            self.alarm = task_alarms.arm(self.interval, self._begin)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.stop_event.set()
-        if self.timer is not None:
-            task_timers.cancel(self.timer)
+        self.stopped = True
+        if self.alarm is not None:
+            task_alarms.disarm(self.alarm)
+        stop_event = self.stop_event
+        if stop_event is not None:  # the watch thread runs (or starts: it checks ``stopped`` first)
+            stop_event.set()
 
     def _begin(self) -> None:
         """On the task timer, one ``interval`` in: the task still runs, so it gets its watch."""
-        if not self.stop_event.is_set():
-            threading.Thread(target=self._loop, name="celery-task-watch", daemon=True).start()
+        if not self.stopped:
+            self.stop_event = threading.Event()
+            threading.Thread(target=self._loop, args=(self.stop_event,), name="celery-task-watch",
+                             daemon=True).start()
 
-    def _loop(self) -> None:
+    def _loop(self, stop_event: threading.Event) -> None:
         from sync_worker.errors import ActivityCancelled, ActivityLeaseAuthorityLost
 
-        while not self.stop_event.is_set():
+        while not self.stopped:
             try:
                 self.ctx.heartbeat_sync()
             except ActivityCancelled:
                 self.revoked = True
-                if not self.stop_event.is_set() and self._terminate_requested():
+                if not self.stopped and self._terminate_requested():
                     self.interrupt(TaskRevokedError)
                 return
             except ActivityLeaseAuthorityLost:
                 return
             except Exception as error:  # transport trouble: try again next tick
                 logger.debug("task heartbeat failed: %s", error)
-            self.stop_event.wait(self.interval)
+            stop_event.wait(self.interval)
 
     def _terminate_requested(self) -> bool:
         if not self.activity_id:
@@ -339,8 +349,6 @@ def activity_for(task: Task) -> Callable[..., Any]:
             return replacement_marker(app, outcome.retval.sig, task_id, in_canvas=standalone is None,
                                       queue=info.task_queue, nesting=request.replaced_task_nesting + 1)
         if outcome.state in (states.SUCCESS, states.IGNORED):
-            from .result import ResultBase
-
             if isinstance(outcome.retval, ResultBase) and hasattr(outcome.retval, "as_tuple"):
                 return outcome.retval.as_tuple()  # as Celery's backends store a returned result
             return outcome.retval

@@ -70,6 +70,14 @@ class Context:
     def get(self, key: str, default: Any = None) -> Any:
         return getattr(self, key, default)
 
+    def copy(self) -> Context:
+        """The same fields, its own ``headers`` dict: what ``Context(**fields, headers=headers)`` of
+        this context's fields makes (each header is already an attribute, the fields applied after it)."""
+        clone = Context.__new__(Context)
+        clone.__dict__.update(self.__dict__)
+        clone.headers = dict(self.headers or {})
+        return clone
+
     def as_dict(self) -> Dict[str, Any]:
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
 
@@ -84,10 +92,10 @@ class RequestStack:
         self._local = threading.local()
 
     def _stack(self) -> List[Context]:
-        stack: Optional[List[Context]] = getattr(self._local, "stack", None)
-        if stack is None:
-            stack = []
-            self._local.stack = stack
+        try:
+            stack: List[Context] = self._local.stack
+        except AttributeError:  # this thread's (greenlet's) first call
+            stack = self._local.stack = []
         return stack
 
     def push(self, context: Context) -> None:

@@ -188,6 +188,8 @@ class Signal:
     def send(self, sender: Any, **named: Any) -> List[Tuple[Callable[..., Any], Any]]:
         """Call every matching receiver; receiver errors are logged, never raised."""
         responses: List[Tuple[Callable[..., Any], Any]] = []
+        if not self._receivers:  # most signals of most tasks: no lock, no copy (the list is only replaced
+            return responses     # or appended to, so reading its length is safe)
         for receiver in self._live_receivers(sender):
             try:
                 response = receiver(signal=self, sender=sender, **named)

@@ -1,6 +1,6 @@
 """Soft and hard time limits raised *inside* a running task, on threads and on gevent.
 
-* threads: the process's one task-timer thread (:data:`task_timers`, a heap of deadlines: a
+* threads: the process's one task-timer thread (:data:`task_timers`, through :data:`task_alarms`: a
   limit costs a push, not a timer thread per task) injects the exception into the task's thread
   (``PyThreadState_SetAsyncExc``); it lands at the next bytecode boundary, so a task blocked
   in a long C call sees it when the call returns;
@@ -21,23 +21,32 @@ from typing import Any, Callable, List, Optional, Type
 
 from sync_worker.client.deadlines import DeadlineWatchdog
 
+from .alarms import Alarms
 from .exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 
-__all__ = ["TimeLimits", "gevent_active", "interrupt_current", "task_timers"]
+__all__ = ["TimeLimits", "gevent_active", "interrupt_current", "task_alarms", "task_timers"]
 
 #: One timer task per process for what fires while a task runs (its time limits on threads, the
 #: start of its heartbeat watch): started at first use, afresh in a forked child. Its callbacks
 #: only inject an exception or start a thread, never block.
 task_timers = DeadlineWatchdog()
+#: The running tasks' deadlines, on one :data:`task_timers` entry at a time (:mod:`.alarms`).
+task_alarms = Alarms(task_timers)
+
+
+_patched = False  # once patched, a process stays patched: asked again (every task) only until then
 
 
 def gevent_active() -> bool:
     """True in a process monkey-patched for gevent (tasks then run on greenlets)."""
-    if "gevent" not in sys.modules:
+    global _patched
+    if _patched:
+        return True
+    monkey = sys.modules.get("gevent.monkey")  # imported by whoever patched (no import statement per task)
+    if monkey is None:
         return False
-    from gevent import monkey
-
-    return bool(monkey.is_module_patched("threading"))
+    _patched = bool(monkey.is_module_patched("threading"))
+    return _patched
 
 
 def _inject(thread_id: int, exc_type: Type[BaseException]) -> bool:
@@ -51,8 +60,7 @@ def _inject(thread_id: int, exc_type: Type[BaseException]) -> bool:
 def interrupt_current() -> Callable[[Type[BaseException]], None]:
     """A function that raises an exception type inside the *calling* thread or greenlet, from elsewhere."""
     if gevent_active():
-        import gevent
-
+        gevent: Any = sys.modules["gevent"]  # imported by the patching (no import statement per task)
         target: Any = gevent.getcurrent()
         # throw() is scheduled on the hub, which is how gevent itself kills a greenlet
         return lambda exc_type: gevent.get_hub().loop.run_callback(target.throw, exc_type())
@@ -70,12 +78,13 @@ class TimeLimits:
         self.hard = hard if hard and hard > 0 else None
         self.soft = soft if soft and soft > 0 else None
         self._cleanup: List[Callable[[], None]] = []
-        self._lock = threading.Lock()
+        self._lock: Optional[threading.Lock] = None  # made only when a limit is armed (most tasks have none)
         self._active = False
 
     def __enter__(self) -> TimeLimits:
         if self.hard is None and self.soft is None:
             return self
+        self._lock = threading.Lock()
         self._active = True
         if gevent_active():
             import gevent
@@ -89,16 +98,19 @@ class TimeLimits:
         ident = threading.get_ident()
         for seconds, exc_type in ((self.soft, SoftTimeLimitExceeded), (self.hard, TimeLimitExceeded)):
             if seconds is not None:
-                timer = task_timers.schedule(seconds, functools.partial(self._fire, ident, exc_type))
-                self._cleanup.append(functools.partial(task_timers.cancel, timer))
+                key = task_alarms.arm(seconds, functools.partial(self._fire, ident, exc_type))
+                self._cleanup.append(functools.partial(task_alarms.disarm, key))
         return self
 
     def _fire(self, ident: int, exc_type: Type[BaseException]) -> None:
+        assert self._lock is not None  # armed, so made
         with self._lock:
             if self._active:
                 _inject(ident, exc_type)
 
     def __exit__(self, *exc: Any) -> None:
+        if self._lock is None:  # nothing was armed
+            return
         with self._lock:
             self._active = False
         for cleanup in self._cleanup:
