@@ -26,7 +26,9 @@ import pytest  # noqa: E402
 SUITES = ["tests/integrations/celery/test_tasks_live.py", "tests/integrations/celery/test_canvas_signals_eager.py",
           "tests/integrations/celery/test_beat.py", "tests/integrations/celery/test_sentry_facade.py",
           "tests/integrations/celery/test_request_and_trace.py", "tests/integrations/celery/test_result_graph.py",
-          "tests/integrations/celery/test_stamping.py", "tests/integrations/celery/test_task_watch.py"]
+          "tests/integrations/celery/test_stamping.py", "tests/integrations/celery/test_task_watch.py",
+          "tests/integrations/celery/test_task_alarms.py", "tests/integrations/celery/test_trace_log_records.py",
+          "tests/integrations/celery/test_trace_request_copy.py"]
 
 
 def main(argv: "list[str]") -> int:
