@@ -169,16 +169,6 @@ def cpu_pairs(trees: List[str], kinds: List[str], small: int, large: int, rounds
             print(f"  {kind:8s} {statistics.median(figures[tree]):7.3f}  [{runs}]  {tree}", flush=True)
 
 
-def _instructions(tree: str, kind: str, tasks: int, shapes_path: str) -> int:
-    out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-                          sys.executable, __file__, "_worker", tree, kind, str(tasks), shapes_path],
-                         capture_output=True, text=True, timeout=3600)
-    found: Optional[re.Match[str]] = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
-    if found is None:
-        raise RuntimeError(f"no instruction count from valgrind:\n{out.stderr[-2000:]}")
-    return int(found.group(1).replace(",", ""))
-
-
 def facade_shapes() -> Any:
     """The fake server's shapes, its activity task carrying ``noop.delay(t)``'s arguments."""
     from fake_worker_server import capture_shapes
@@ -222,18 +212,10 @@ def main() -> None:
         sys.exit("valgrind is not installed")
     sys.path.insert(0, REPO)
     sys.path.insert(0, HERE)
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump(facade_shapes(), handle)
-        shapes_path = handle.name
-    try:
-        print(f"tree {os.path.abspath(args.tree)}: user-space instructions per no-op facade task "
-              f"({args.large} - {args.small} tasks)")
-        for kind in [k for k in args.kinds.split(",") if k]:
-            small = _instructions(args.tree, kind, args.small, shapes_path)
-            large = _instructions(args.tree, kind, args.large, shapes_path)
-            print(f"  {kind:8s} {(large - small) / (args.large - args.small):10,.0f}", flush=True)
-    finally:
-        os.unlink(shapes_path)
+    from worker_instructions import print_counts
+
+    print_counts(__file__, args.tree, [k for k in args.kinds.split(",") if k], args.small, args.large,
+                 facade_shapes(), "no-op facade task")
 
 
 if __name__ == "__main__":

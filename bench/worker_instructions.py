@@ -32,7 +32,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Optional
+from typing import Any, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -69,14 +69,30 @@ def worker_child(tree: str, kind: str, tasks: int, shapes_path: str) -> None:
     server.communicate(timeout=60)
 
 
-def _instructions(tree: str, kind: str, tasks: int, shapes_path: str) -> int:
+def instructions(script: str, tree: str, kind: str, tasks: int, shapes_path: str) -> int:
+    """User-space instructions of ``script _worker TREE KIND TASKS SHAPES`` under cachegrind."""
     out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-                          sys.executable, __file__, "_worker", tree, kind, str(tasks), shapes_path],
+                          sys.executable, script, "_worker", tree, kind, str(tasks), shapes_path],
                          capture_output=True, text=True, timeout=3600)
     found: Optional[re.Match[str]] = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
     if found is None:
         raise RuntimeError(f"no instruction count from valgrind:\n{out.stderr[-2000:]}")
     return int(found.group(1).replace(",", ""))
+
+
+def print_counts(script: str, tree: str, kinds: List[str], small: int, large: int, shapes: Any, what: str) -> None:
+    """Count each kind at ``small`` and ``large`` tasks and print the difference per extra task."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(shapes, handle)
+        shapes_path = handle.name
+    try:
+        print(f"tree {os.path.abspath(tree)}: user-space instructions per {what} ({large} - {small} tasks)")
+        for kind in kinds:
+            low = instructions(script, tree, kind, small, shapes_path)
+            high = instructions(script, tree, kind, large, shapes_path)
+            print(f"  {kind:8s} {(high - low) / (large - small):10,.0f}", flush=True)
+    finally:
+        os.unlink(shapes_path)
 
 
 def main() -> None:
@@ -92,18 +108,8 @@ def main() -> None:
     sys.path.insert(0, HERE)
     from fake_worker_server import capture_shapes
 
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump(capture_shapes(), handle)
-        shapes_path = handle.name
-    try:
-        print(f"tree {os.path.abspath(args.tree)}: user-space instructions per no-op activity "
-              f"({args.large} - {args.small} tasks)")
-        for kind in [k for k in args.kinds.split(",") if k]:
-            small = _instructions(args.tree, kind, args.small, shapes_path)
-            large = _instructions(args.tree, kind, args.large, shapes_path)
-            print(f"  {kind:8s} {(large - small) / (args.large - args.small):10,.0f}", flush=True)
-    finally:
-        os.unlink(shapes_path)
+    print_counts(__file__, args.tree, [k for k in args.kinds.split(",") if k], args.small, args.large,
+                 capture_shapes(), "no-op activity")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Pattern, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Pattern, Tuple
 
 from ..protocol import routes as wire
 from ..protocol.versions import WORKER_PROTOCOL_VERSION
@@ -57,6 +57,22 @@ def _literal_prefix(pattern: str) -> str:
         if char in _REGEX_SPECIALS:  # a quantifier may make the character before it optional
             return pattern[:index - 1] if char in "?*+{" and index else pattern[:index]
     return pattern
+
+
+def first_match(rows: Iterable[Tuple[str, str, Pattern[str], Handler]], method: str,
+                path: str) -> Tuple[Optional[Handler], Dict[str, str], bool]:
+    """The first of ``rows`` (``(method, literal prefix, regex, handler)``, in table order) that
+    matches ``path`` for ``method``, its params, and whether any row matched ``path`` at all."""
+    path_known = False
+    for route_method, prefix, regex, handler in rows:
+        if not path.startswith(prefix):
+            continue
+        found = regex.match(path)
+        if found:
+            path_known = True
+            if route_method == method:
+                return handler, found.groupdict(), True
+    return None, {}, path_known
 
 
 class Routes:
@@ -112,16 +128,7 @@ class Routes:
         return found
 
     def _scan(self, method: str, path: str) -> Tuple[Optional[Handler], Dict[str, str], bool]:
-        path_known = False
-        for route_method, prefix, regex, handler in self._candidates(path):
-            if not path.startswith(prefix):
-                continue
-            found = regex.match(path)
-            if found:
-                path_known = True
-                if route_method == method:
-                    return handler, found.groupdict(), True
-        return None, {}, path_known
+        return first_match(self._candidates(path), method, path)
 
     # -- long polls --------------------------------------------------------------------------
     def long_poll(self, req: Request, kind: str,

@@ -17,14 +17,14 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from typing import Any, Dict, Iterator, List, Optional, Pattern, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
 from sync_worker.devserver import control
 from sync_worker.devserver.engine import Config, Engine
 from sync_worker.devserver.queries import QueryBroker
-from sync_worker.devserver.routes import _ROUTES, Handler, Request, Routes
+from sync_worker.devserver.routes import _ROUTES, Handler, Request, Routes, first_match
 from sync_worker.payloads import envelope
 
 _METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH")
@@ -32,17 +32,7 @@ _METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH")
 
 def _whole_table_scan(routes: Routes, method: str, path: str) -> Tuple[Optional[Handler], Dict[str, str], bool]:
     """What the route lookup answered before directories: every route of the table, in order."""
-    table: List[Tuple[str, str, Pattern[str], Handler]] = routes.table
-    path_known = False
-    for route_method, prefix, regex, handler in table:
-        if not path.startswith(prefix):
-            continue
-        found = regex.match(path)
-        if found:
-            path_known = True
-            if route_method == method:
-                return handler, found.groupdict(), True
-    return None, {}, path_known
+    return first_match(routes.table, method, path)
 
 
 def _paths() -> List[str]:
