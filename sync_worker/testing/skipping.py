@@ -167,18 +167,31 @@ class TimeSkipper:
     def _step(self) -> bool:
         """One automatic move: when quiescent, jump to the next deadline and fire it. True if it changed anything."""
         with self._moving:
-            if self.server.busy_reason() is not None:
-                return False
-            due = self.server.next_due()
-            if due is None:
-                return False
             seen = self.changes.count
-            self._jump(due)
+            # The look (still wanted, quiescent, the next deadline) and the clock's move are one step
+            # under the engine's lock: a start committed between the look and the move would be
+            # overtaken by it, its own deadlines included (a run's 90-day timeout fired while its
+            # first workflow task waited, because the look saw the server before the start).
+            with self.server.engine.lock:
+                if not self._wanted() or self.server.busy_reason() is not None:
+                    return False
+                due = self.server.next_due()
+                if due is None:
+                    return False
+                jumped = self.clock.advance_to(due)
+            self._after_move(jumped)
             return self.changes.count != seen
+
+    def _wanted(self) -> bool:
+        """Someone still waits for a result and skipping is not disabled."""
+        with self._state:
+            return not self._stopped and self._waiters > 0 and not self._disabled
 
     # -- one jump -------------------------------------------------------------------------------
     def _jump(self, instant: float) -> None:
-        jumped = self.clock.advance_to(instant)
+        self._after_move(self.clock.advance_to(instant))
+
+    def _after_move(self, jumped: float) -> None:
         if jumped:
             log.debug("virtual clock jumped %.3f s", jumped)
         seen = self.changes.count

@@ -179,3 +179,41 @@ def test_the_local_environment_has_the_same_shape_on_the_real_clock() -> None:
             assert handle.result(timeout=30) == "woke"
             assert time.monotonic() - wall >= 0.9, "a one-second timer takes a second on the real clock"
             assert abs((local.time() - before) - (time.monotonic() - wall)) < 1.0
+
+
+def test_a_start_between_the_quiescence_look_and_the_jump_is_not_overtaken() -> None:
+    """The automatic skip looks (quiescent? the next deadline?) and moves the clock as one step under the
+    engine's lock. A start committed between a look that saw the server idle and the jump used to be
+    overtaken by it: the jump went to the new run's own 90-day timeout, which then fired before its first
+    workflow task ran. Here a start is sent right after a look that saw the server idle; with the look and
+    the move atomic it waits for the step, and no deadline of its run is jumped to."""
+    with WorkflowEnvironment.start_time_skipping() as env:
+        assert env.skipper is not None
+        env.client.register_worker({"worker_id": "idle-worker", "task_queue": env.task_queue, "runtime": "python",
+                                    "supported_workflow_types": ["raced.type"], "supported_activity_types": []})
+        look, raced = env.server.busy_reason, threading.Event()
+        threads = []
+
+        def start() -> None:
+            env.client.start_workflow("raced.type", task_queue=env.task_queue, workflow_id="raced",
+                                      execution_timeout_seconds=90 * 86_400, run_timeout_seconds=90 * 86_400)
+
+        def look_then_start() -> Any:
+            answer = look()
+            if answer is None and not threads:
+                thread = threading.Thread(target=start)
+                threads.append(thread)
+                thread.start()
+                raced.set()
+                thread.join(0.5)  # the start lands here, between the look and the move, if nothing stops it
+            return answer
+
+        env.server.busy_reason = look_then_start  # type: ignore[method-assign]
+        began = env.clock.time()
+        with env.skipper.unlocked():  # a result is awaited: automatic skipping runs
+            assert raced.wait(5)
+            threads[0].join(5)
+            time.sleep(0.3)  # more automatic steps: the new run's task is takeable, so none may jump
+        run = env.client.describe_workflow("raced")
+        assert run.status in ("pending", "running", "waiting"), run.status
+        assert env.clock.time() - began < 86_400
