@@ -48,6 +48,7 @@ def _outline(events: List[Dict[str, Any]]) -> List[str]:
 # -- the scenario, driven once per worker ----------------------------------------------------------
 ORDER_ARGS = ("ada", 21)
 COUNTDOWN_ARGS: Tuple[int, List[int]] = (3, [])
+WAIT_OPENED = "ConditionWaitOpened"
 
 
 def _drive_ours(server: DevServer, module: types.ModuleType) -> Tuple[Any, Any, List[str], List[Any]]:
@@ -60,6 +61,11 @@ def _drive_ours(server: DevServer, module: types.ModuleType) -> Tuple[Any, Any, 
             order = client.start_workflow("interop.swap.order", *ORDER_ARGS, task_queue=queue)
             stages = [wait_for(lambda: (s := client.query_workflow(order.workflow_id, module.STAGE_QUERY)["result"])
                                ["stage"] == "awaiting-approval" and s, timeout=20)]
+            # A query replays the history to its end, so it can see the stage before the workflow task
+            # that opened the wait is recorded: signal once the wait is, on both workers, so the two
+            # histories do not depend on which of the signal and that completion lands first.
+            run_id = client.describe_workflow(order.workflow_id).run_id or ""
+            wait_for(lambda: WAIT_OPENED in _outline(list(client.iter_history(order.workflow_id, run_id))), timeout=20)
             client.signal_workflow(order.workflow_id, module.APPROVE_SIGNAL, args=["grace"])
             order_result = client.get_result(order.workflow_id, timeout=30, poll_interval=0.1)
             stages.append(client.query_workflow(order.workflow_id, module.STAGE_QUERY)["result"])
@@ -88,6 +94,11 @@ def _drive_sdk(server: DevServer) -> Tuple[Any, Any, List[str], List[Any]]:
             answer = await client.query_workflow(order.workflow_id, sdk_module.STAGE_QUERY)
             if answer["result"]["stage"] == "awaiting-approval":
                 stages.append(answer["result"])
+                break
+            await asyncio.sleep(0.05)
+        run_id = (await client.describe_workflow(order.workflow_id)).run_id or ""
+        for _ in range(400):  # as on ours: signal once the wait is recorded
+            if WAIT_OPENED in _outline((await client.get_history(order.workflow_id, run_id))["events"]):
                 break
             await asyncio.sleep(0.05)
         await client.signal_workflow(order.workflow_id, sdk_module.APPROVE_SIGNAL, args=["grace"])
