@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Tuple
 
 from ..devserver import DevServer
 from ..devserver.clock import VirtualClock
@@ -89,12 +89,13 @@ class TimeSkipper:
             target = self.clock.time() + seconds
             while True:
                 self.settle()
-                due = self.server.next_due()
-                if due is None or due > target:
+                moved = self._quiet_move(target)
+                if moved is None:  # work arrived after the settle: settle again
+                    continue
+                jumped, reached = moved
+                self._after_move(jumped)
+                if reached:
                     break
-                self._jump(due)
-            self.clock.advance_to(target)
-            self._fire()
             self.settle()
 
     def settle(self, timeout: Optional[float] = None) -> None:
@@ -168,19 +169,27 @@ class TimeSkipper:
         """One automatic move: when quiescent, jump to the next deadline and fire it. True if it changed anything."""
         with self._moving:
             seen = self.changes.count
-            # The look (still wanted, quiescent, the next deadline) and the clock's move are one step
-            # under the engine's lock: a start committed between the look and the move would be
-            # overtaken by it, its own deadlines included (a run's 90-day timeout fired while its
-            # first workflow task waited, because the look saw the server before the start).
-            with self.server.engine.lock:
-                if not self._wanted() or self.server.busy_reason() is not None:
-                    return False
-                due = self.server.next_due()
-                if due is None:
-                    return False
-                jumped = self.clock.advance_to(due)
-            self._after_move(jumped)
+            moved = self._quiet_move(None, auto=True)
+            if moved is None or moved == (0.0, True):  # busy, no longer wanted, or no deadline
+                return False
+            self._after_move(moved[0])
             return self.changes.count != seen
+
+    def _quiet_move(self, target: Optional[float], *, auto: bool = False) -> Optional[Tuple[float, bool]]:
+        """When quiescent, move the clock to the next deadline, or to ``target`` when none comes before
+        it (``None``: no target, stay); ``(seconds jumped, whether the target or no deadline was
+        reached)``, or ``None`` when busy (``auto``: or no result is awaited any more).
+
+        The look (wanted, quiescent, the next deadline) and the move are one step under the engine's
+        lock: a start committed between a look and a move would be overtaken by it, its own deadlines
+        included (a run's 90-day timeout fired while its first workflow task waited)."""
+        with self.server.engine.lock:
+            if (auto and not self._wanted()) or self.server.busy_reason() is not None:
+                return None
+            due = self.server.next_due()
+            if due is None or (target is not None and due > target):
+                return (self.clock.advance_to(target) if target is not None else 0.0), True
+            return self.clock.advance_to(due), False
 
     def _wanted(self) -> bool:
         """Someone still waits for a result and skipping is not disabled."""
@@ -188,9 +197,6 @@ class TimeSkipper:
             return not self._stopped and self._waiters > 0 and not self._disabled
 
     # -- one jump -------------------------------------------------------------------------------
-    def _jump(self, instant: float) -> None:
-        self._after_move(self.clock.advance_to(instant))
-
     def _after_move(self, jumped: float) -> None:
         if jumped:
             log.debug("virtual clock jumped %.3f s", jumped)
