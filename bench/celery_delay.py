@@ -4,10 +4,12 @@ Celery 5 with a Redis broker and result backend, on the same machine, printed si
     python3 bench/celery_delay.py                       # 1,000 tasks, 8 threads per worker, 3 rounds
     python3 bench/celery_delay.py --tasks 2000 --concurrency 16 --rounds 1
     python3 bench/celery_delay.py --publish-only        # the publishes alone: no worker on either side
+    python3 bench/celery_delay.py --devserver-cpu none  # the dev server free to run on every core
 
 What runs (every process started here and stopped at the end):
 
-* ours: ``sync-worker devserver`` (its own process, in-memory SQLite) and one
+* ours: ``sync-worker devserver`` (its own process, in-memory SQLite; ``--cpu auto``, its default:
+  pinned to the core it starts on, see ``sync_worker/devserver/affinity.py``) and one
   ``sync-worker celery -A sync_celery_noop_app worker -Q bench -c N`` process (threads);
 * Celery: ``redis-server`` on a free port (``--save ''``), and ``celery -A celery_noop_app worker
   -Q bench -c N -P threads`` from a venv at ``/tmp/celery-bench-venv`` that this script creates
@@ -109,6 +111,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--venv", default="/tmp/celery-bench-venv")
+    parser.add_argument("--devserver-cpu", default="auto",
+                        help="the dev server's --cpu (auto: its default, one core; none: every core)")
     parser.add_argument("--publish-only", action="store_true",
                         help="start no worker on either side: time the publishes alone (no results read)")
     args = parser.parse_args()
@@ -140,7 +144,8 @@ def main() -> None:
                         "--appendonly", "no"], base)
         wait_port(redis_port)
         theirs = dict(base, BENCH_REDIS_URL=f"redis://127.0.0.1:{redis_port}/0", PYTHONPATH=str(BENCH))
-        dev_proc = spawn("devserver", [sys.executable, "-m", "sync_worker", "devserver", "--port", str(dev_port)], ours)
+        dev_proc = spawn("devserver", [sys.executable, "-m", "sync_worker", "devserver", "--port", str(dev_port),
+                                       "--cpu", args.devserver_cpu], ours)
         wait_port(dev_port)
         ours["DURABLE_WORKFLOW_SERVER_URL"] = f"http://127.0.0.1:{dev_port}"
         if not args.publish_only:
@@ -188,6 +193,7 @@ def main() -> None:
     else:
         print(f"{args.tasks} .delay() no-op tasks -> results, {args.concurrency} worker threads, "
               f"median of {args.rounds} rounds")
+    print(f"dev server --cpu {args.devserver_cpu}")
     print(noise.report())
     print(f"{'':28}{'sync_worker_celery':>20}{'celery 5 + redis':>20}{'ratio':>10}")
     rows = (("throughput", "throughput", "tasks/s"), ("p50_ms", "latency p50", "ms"), ("p99_ms", "latency p99", "ms"),

@@ -10,6 +10,7 @@ import click
 
 from ..cli.params import LOG_FORMAT_ENV, configure_logging, log_format_option
 from ..host.wakeup import until_stop_signal
+from . import affinity
 from .app import DevServer
 
 log = logging.getLogger("sync_worker.devserver")
@@ -47,6 +48,10 @@ log = logging.getLogger("sync_worker.devserver")
 @click.option("--trace-context/--no-trace-context", default=False, show_default=True,
               help="Keep and hand back W3C trace-context carriers (the SDK's observability_context; "
                    "the real server does not yet).")
+@click.option("--cpu", "cpu", default="auto", show_default=True, envvar="SYNC_WORKER_DEVSERVER_CPU",
+              help="CPU affinity: auto pins the process to the core it starts on (its threads share one "
+                   "interpreter lock, so one core serves them best; docs/devserver.md), none leaves it, "
+                   "N pins to core N.")
 @click.option("-l", "--loglevel", "--log-level", "log_level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 @log_format_option()
@@ -54,9 +59,13 @@ def devserver_command(host: str, port: int, db: str, token: Optional[str], worke
                       control_token: Optional[str], workflow_task_lease: float, activity_task_lease: float,
                       query_timeout: float, long_poll_max: float, heartbeat_interval: int, stale_after: int,
                       namespaces: Tuple[str, ...], workflow_timeouts: bool, trace_context: bool,
-                      log_level: str) -> None:
+                      cpu: str, log_level: str) -> None:
     """Run a single-process Durable Workflow server for development (not for production)."""
     configure_logging(log_level)
+    try:
+        pinned = affinity.apply(cpu)  # before the server's threads start: they inherit it
+    except affinity.AffinityError as exc:
+        raise click.BadParameter(str(exc), param_hint="--cpu") from None
     as_json = os.environ.get(LOG_FORMAT_ENV, "text").lower() == "json"
 
     def say(line: str) -> None:  # json: every line of the process is one JSON object
@@ -74,7 +83,8 @@ def devserver_command(host: str, port: int, db: str, token: Optional[str], worke
         try:
             server.start()
             say(f"Durable Workflow dev server listening on {server.url} (db={db}, "
-                f"namespaces={','.join(server.config.namespaces)})")
+                f"namespaces={','.join(server.config.namespaces)}"
+                + (f", pinned to CPU {pinned}" if pinned is not None else "") + ")")
             say(f"Web UI: {server.url}/ui/")
             wait_for_signal()
             say("dev server stopping")
