@@ -19,6 +19,7 @@ from typing import Dict, List
 
 import pytest
 
+from tests._affinity import LINUX_AFFINITY, distinct_affinities
 from tests._sdk_missing import DJANGO_TASKS_MISSING, DJANGO_TASKS_UNAVAILABLE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -74,6 +75,9 @@ def test_example_shop_end_to_end(tmp_path: os.PathLike[str]) -> None:
                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         procs.append(devserver)
         _wait(lambda: _get(f"http://127.0.0.1:{server_port}/api/cluster/info") == 200, "the dev server")
+        if LINUX_AFFINITY and len(os.sched_getaffinity(0)) > 1:  # pinned to one core, as sync-worker devserver
+            pinned = distinct_affinities(devserver.pid)
+            assert len(pinned) == 1 and len(next(iter(pinned))) == 1, pinned
         worker = subprocess.Popen([*manage, "durable_worker", "--health-port", str(health_port), "-l", "warning"],
                                   cwd=EXAMPLE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         procs.append(worker)
@@ -94,3 +98,12 @@ def test_example_shop_end_to_end(tmp_path: os.PathLike[str]) -> None:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait(5)
+
+
+def test_durable_devserver_refuses_a_bad_cpu_value() -> None:
+    env: Dict[str, str] = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, os.path.join(ROOT, "integrations", "django"), env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "manage.py", "durable_devserver", "--port", "0", "--cpu", "most"],
+                         cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    assert "--cpu takes auto, none or a core number" in out.stderr, out.stderr

@@ -8,36 +8,14 @@ import subprocess
 import sys
 import textwrap
 import time
-from typing import Dict, Iterator, List, Optional, Set
+from typing import Dict, Iterator, List, Optional
 
 import pytest
 import requests
 
 from sync_worker.devserver import affinity
-
-_LINUX_AFFINITY = hasattr(os, "sched_getaffinity") and os.path.isdir("/proc/self/task")
-
-
-def _cpus(spec: str) -> Set[int]:
-    """A ``Cpus_allowed_list`` value (``0-3,6``) as a set."""
-    cpus: Set[int] = set()
-    for part in spec.split(","):
-        low, _, high = part.partition("-")
-        cpus.update(range(int(low), int(high or low) + 1))
-    return cpus
-
-
-def _thread_affinities(pid: int) -> Dict[int, Set[int]]:
-    found: Dict[int, Set[int]] = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/status") as status:
-                for line in status:
-                    if line.startswith("Cpus_allowed_list:"):
-                        found[int(tid)] = _cpus(line.split(":", 1)[1].strip())
-        except OSError:  # a thread that ended meanwhile
-            pass
-    return found
+from tests._affinity import LINUX_AFFINITY as _LINUX_AFFINITY
+from tests._affinity import distinct_affinities, thread_affinities
 
 
 class _Server:
@@ -162,7 +140,7 @@ def test_the_cli_pins_every_thread_to_the_one_core_it_started_on_by_default(serv
     with requests.Session() as session:
         for _ in range(3):
             assert session.get(f"{server.url}/api/health", timeout=5).status_code == 200
-        threads = _thread_affinities(server.proc.pid)
+        threads = thread_affinities(server.proc.pid)
         assert len(threads) >= 2
         if len(allowed) < 2:  # nothing to choose between: left as it was
             assert "pinned" not in server.banner
@@ -182,8 +160,7 @@ def test_cpu_none_leaves_the_inherited_affinity(serve: List[_Server], how: str) 
     serve.append(server)
     assert "pinned" not in server.banner
     assert requests.get(f"{server.url}/api/health", timeout=5).status_code == 200
-    threads = _thread_affinities(server.proc.pid)
-    assert set(map(frozenset, threads.values())) == {frozenset(os.sched_getaffinity(0))}
+    assert distinct_affinities(server.proc.pid) == {frozenset(os.sched_getaffinity(0))}
 
 
 @pytest.mark.skipif(not _LINUX_AFFINITY, reason="CPU affinity is read from Linux's /proc")
@@ -193,7 +170,7 @@ def test_cpu_n_pins_to_that_core(serve: List[_Server]) -> None:
     serve.append(server)
     assert f"pinned to CPU {core})" in server.banner
     assert requests.get(f"{server.url}/api/health", timeout=5).status_code == 200
-    assert set(map(frozenset, _thread_affinities(server.proc.pid).values())) == {frozenset({core})}
+    assert distinct_affinities(server.proc.pid) == {frozenset({core})}
 
 
 @pytest.mark.parametrize("value, message", [("x", "auto, none or a core number"),
