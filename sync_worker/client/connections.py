@@ -38,11 +38,13 @@ class RequestSlot:
     this is on every request's path.
     """
 
-    __slots__ = ("aborted", "connection")
+    __slots__ = ("aborted", "answering", "connection")
 
     def __init__(self) -> None:
         self.connection: Any = None
         self.aborted = False
+        #: the response's head has been read (the stdlib pool's exchange sets it)
+        self.answering = False
 
     def attach(self, connection: Any) -> None:
         self.connection = connection
@@ -54,6 +56,30 @@ class RequestSlot:
         connection = self.connection
         if connection is not None:
             _shutdown(connection)
+
+    def abort_unless_answered(self) -> bool:
+        """Abort, unless the response is arriving; ``True``: it is (its head was read, or bytes of it
+        wait on the socket), nothing was done.
+
+        A long poll cancelled at shutdown: the server may have leased a task and sent its answer an
+        instant before, and the polling thread (greenlet) not have read it (all) yet. Shutting the
+        socket down would throw that lease away (the task then waits for the lease to expire);
+        letting the read finish hands the task to the worker, whose drain runs it. The caller bounds
+        the read (:meth:`abort` after a grace). Data waiting on a socket whose request was not sent
+        yet is only possible as the peer's close, which the read then meets as an error.
+        """
+        connection = self.connection
+        if self.answering and connection is not None:
+            return True
+        sock = getattr(connection, "sock", None) if connection is not None else None
+        if sock is not None:
+            try:
+                if readable_now(sock):
+                    return True
+            except (OSError, ValueError):  # closed meanwhile: nothing to keep
+                pass
+        self.abort()
+        return False
 
 
 def _shutdown(connection: Any) -> None:

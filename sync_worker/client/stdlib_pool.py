@@ -183,6 +183,7 @@ class StdlibPool:
                 else:
                     connection.send(data)
                 response = http11.read_response(connection.reader)
+                slot.answering = True
                 content = response.read_within(body_limit)
                 if content is None:
                     content = read_body(response.content_length, response.chunks(), connection.close)
@@ -191,6 +192,7 @@ class StdlibPool:
             reusable = not response.will_close
             return response.status, response.content_type, content
         finally:
+            slot.connection = None  # detached before the pool may lend it again (see RequestSlot)
             if reusable:
                 self._release(connection)
             else:

@@ -53,6 +53,9 @@ from .transport_errors import deadline_error, direct_error, redacted_url, reques
 
 logger = logging.getLogger("sync_worker.http")
 
+#: How long a long poll whose answer was already arriving when the worker stopped may take to be read.
+POLL_ANSWER_GRACE_SECONDS = 2.0
+
 POLL_ENVELOPE_MEDIA_TYPE = "application/vnd.durable-workflow.poll.v1+json"
 POLL_ENVELOPE_SCHEMA = "durable-workflow.poll-transport.v1"
 POLL_ACCEPT = f"{POLL_ENVELOPE_MEDIA_TYPE}, application/json;q=0.9"
@@ -240,7 +243,9 @@ class Transport:
         if cancel is not None and cancel.cancelled:
             raise errors.WorkerShutdown(f"{route}: not sent, the worker is shutting down")
         slot = RequestSlot()
-        handle = cancel.add_callback(slot.abort) if cancel is not None else None
+        handle = None
+        if cancel is not None:
+            handle = cancel.add_callback(self._poll_stopper(slot) if poll else slot.abort)
         previous = None
         if not direct:  # the requests path finds the slot through the thread-local
             previous = getattr(active, "slot", None)
@@ -273,6 +278,7 @@ class Transport:
             raise direct_error(exc, self.safe_url, route, method, path) from exc
         finally:
             deadlines.cancel(deadline)
+            slot.connection = None  # a late abort (the poll stopper's grace) must not reach a reused one
             if not direct:
                 active.slot = previous
             if cancel is not None and handle is not None:
@@ -283,6 +289,16 @@ class Transport:
         if status >= 400:
             raise_for_status(status, body, route=route, operation=operation)
         return Response(status=status, body=body, content_type=content_type)
+
+    @staticmethod
+    def _poll_stopper(slot: RequestSlot) -> Callable[[], None]:
+        """What a shutdown does to a long poll in flight: abort it, unless its answer is already
+        waiting to be read (a task leased to this worker): that read may finish within
+        :data:`POLL_ANSWER_GRACE_SECONDS` (docs/worker.md, Shutdown)."""
+        def stop() -> None:
+            if slot.abort_unless_answered():
+                watchdog().schedule(POLL_ANSWER_GRACE_SECONDS, slot.abort)
+        return stop
 
     def _exchange_requests(self, method: str, url: str, route: str, headers: Mapping[str, str],
                            data: Optional[bytes], read_budget: float) -> Tuple[int, str, bytes]:
