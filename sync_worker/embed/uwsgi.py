@@ -20,7 +20,9 @@ In the WSGI module uWSGI loads (``module = myapp.wsgi``)::
   :func:`setup` then raises :class:`~sync_worker.embed.EmbedConfigError` saying so, and uWSGI
   refuses to load the app, instead of running a worker that never polls.
 * ``setup(mule=True)`` with ``mule = sync_worker.embed.uwsgi:mule`` runs the workers in one
-  uWSGI mule only, not in the web workers.
+  uWSGI mule only, not in the web workers. It is the way under uWSGI's gevent loop engine
+  (``--gevent``), where :func:`setup` refuses to start workers in the web workers
+  (:func:`check_loop_engine`).
 """
 
 from __future__ import annotations
@@ -70,6 +72,22 @@ def check_threads(uwsgi: Any = None) -> None:
         raise EmbedConfigError(
             "uWSGI runs Python without thread support, so embedded workers would never poll: add "
             "--enable-threads (enable-threads = true in the ini file) or --threads N to the uWSGI options")
+
+
+def check_loop_engine(uwsgi: Any = None) -> None:
+    """Raise :class:`EmbedConfigError` when the web workers run uWSGI's gevent loop engine (``--gevent``).
+
+    Tried with uWSGI 2.0.31 (``--gevent 20 --gevent-monkey-patch``): the web workers served, but an
+    embedded activity missed its heartbeat timeout and its run failed. A mule is not a web worker
+    and does not run the loop engine: there the embedded workers run (tested).
+    """
+    uwsgi = uwsgi or _uwsgi()
+    if _opt(uwsgi, "gevent"):
+        raise EmbedConfigError(
+            "uWSGI's gevent loop engine (--gevent) is not supported for workers embedded in the web workers "
+            "(their activities miss heartbeats); run them in a mule instead (setup(mule=True) or "
+            "SYNC_WORKER_UWSGI_MULE=1, with mule = sync_worker.embed.uwsgi:mule), or use gunicorn's gevent "
+            "worker class")
 
 
 def drain_budget(uwsgi: Any = None) -> float:
@@ -157,6 +175,8 @@ def setup(factory: Any = None, *, mule: Optional[bool] = None) -> None:
     check_threads(uwsgi)
     _factory = factory
     in_mule = bool(mule) if mule is not None else os.environ.get(MULE_ENV, "").lower() in ("1", "true", "yes")
+    if not in_mule:
+        check_loop_engine(uwsgi)
     role = _role(uwsgi)
     if role == "master":
         mark_forking_parent("the uWSGI master")

@@ -1,9 +1,10 @@
 """Real uWSGI masters (the PyPI build of the dev extra) with embedded workers on the dev server.
 
-Preforking (app loaded in the master, workers started by the postfork hook) and lazy-apps
-(app loaded in each worker); graceful reload, shutdown, ``kill -9``, ``max-requests``
-recycling, a mule running the workers instead of the web workers, and the clear error of
-a uWSGI that runs Python without threads (Debian's 2.0.21 package, prepared by
+Preforking (app loaded in the master, workers started by the postfork hook), lazy-apps (app
+loaded in each worker) and web workers of several request threads; graceful reload, shutdown,
+``kill -9``, ``max-requests`` recycling, a mule running the workers instead of the web workers
+(also beside uWSGI's gevent loop engine, which refuses workers in its web workers), and the clear
+error of a uWSGI that runs Python without threads (Debian's 2.0.21 package, prepared by
 ``scripts/prepare.d/45-debian-uwsgi.sh``).
 """
 
@@ -69,13 +70,19 @@ def _two_registered(client: Any, queue: str, server: ServerProcess) -> List[int]
         raise AssertionError(f"{registrations(client, queue)}\n{server.log()[-5000:]}") from None
 
 
-@pytest.mark.parametrize("mode", ["preforking", "lazy-apps"])
+#: uWSGI options of each mode: the app loaded in the master (preforking) or in each web worker
+#: (lazy-apps), and web workers of 4 request threads each (threads).
+MODES = {"preforking": [], "lazy-apps": ["--lazy-apps"], "threads": ["--threads", "4"]}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
 def test_serves_http_runs_workflows_and_drains_on_shutdown(mode: str, devserver: Any, client: Any, queue: str,
                                                           markers: Path, tmp_path: Path) -> None:
-    extra = ["--lazy-apps"] if mode == "lazy-apps" else []
+    extra = MODES[mode]
     with _server(devserver, queue, markers, tmp_path, *extra) as server:
         pids = _two_registered(client, queue, server)
         assert server.pid not in pids
+        assert ("Operational MODE: preforking+threaded" in server.log()) == (mode == "threads"), server.log()[-3000:]
         handles = [client.start_workflow("embed.flow", f"u{i}", 0.3, task_queue=queue) for i in range(6)]
         with concurrent.futures.ThreadPoolExecutor(6) as pool:
             answers = list(pool.map(lambda _: server.get("/"), range(30)))
@@ -133,7 +140,7 @@ def test_web_workers_busy_with_a_request_still_drain_and_deregister(stop: str, m
     in flight when uWSGI's own handler ended the process."""
     signum = getattr(signal, stop)
     graceful = stop == "SIGHUP"
-    extra = ["--lazy-apps"] if mode == "lazy-apps" else []
+    extra = MODES[mode]
     with _server(devserver, queue, markers, tmp_path, *extra) as server:
         old = _two_registered(client, queue, server)
         handle = client.start_workflow("embed.flow", "busy", 3.0, task_queue=queue)
@@ -207,9 +214,15 @@ def test_max_requests_recycling_loses_no_run_and_leaves_no_duplicate_registratio
         assert {w["status"] for w in rows} <= {"active", "deregistered"}
 
 
-def test_a_mule_runs_the_workers_instead_of_the_web_workers(devserver: Any, client: Any, queue: str,
+#: uWSGI's gevent loop engine in the web workers (the mule runs the embedded workers either way).
+GEVENT_ENGINE = ["--gevent", "20", "--gevent-monkey-patch"]
+
+
+@pytest.mark.parametrize("engine", ["default", "gevent"])
+def test_a_mule_runs_the_workers_instead_of_the_web_workers(engine: str, devserver: Any, client: Any, queue: str,
                                                              markers: Path, tmp_path: Path) -> None:
-    with _server(devserver, queue, markers, tmp_path, "--mule=sync_worker.embed.uwsgi:mule",
+    extra = GEVENT_ENGINE if engine == "gevent" else []
+    with _server(devserver, queue, markers, tmp_path, "--mule=sync_worker.embed.uwsgi:mule", *extra,
                  SYNC_WORKER_UWSGI_MULE="1") as server:
         mule_pid = int(wait_for(lambda: re.search(r"spawned uWSGI mule 1 \(pid: (\d+)", server.log()), 20,
                                 "the mule started").group(1))
@@ -223,6 +236,18 @@ def test_a_mule_runs_the_workers_instead_of_the_web_workers(devserver: Any, clie
         assert marker(markers, "mule.1.done") == mule_pid  # drained before the mule exited
         assert {w["status"] for w in registrations(client, queue)} == {"deregistered"}
     assert _finish_with_local_worker(client, queue, handle.workflow_id) == {"pid": mule_pid, "attempt": 1}
+
+
+def test_embedding_in_web_workers_on_the_gevent_loop_engine_is_a_clear_error(devserver: Any, client: Any,
+                                                                            queue: str, markers: Path) -> None:
+    assert UWSGI is not None
+    argv = uwsgi_argv(UWSGI, free_port(), *GEVENT_ENGINE, processes=1)
+    refused = subprocess.run(argv, env=base_env(devserver.url, queue, markers, SYNC_WORKER_FACTORY=FACTORY),
+                             cwd=str(ROOT), capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0  # --need-app: the app was not loaded, uWSGI exits
+    assert "gevent loop engine (--gevent) is not supported" in refused.stdout + refused.stderr
+    assert "mule = sync_worker.embed.uwsgi:mule" in refused.stdout + refused.stderr
+    assert registrations(client, queue) == []
 
 
 DEBIAN_UWSGI = os.environ.get("SYNC_WORKER_TEST_DEBIAN_UWSGI")

@@ -29,6 +29,13 @@ def test_threads_check_reads_has_threads_then_the_options() -> None:
     embedded.check_threads(_uwsgi(threads=b"4"))
 
 
+def test_the_loop_engine_check_refuses_only_the_gevent_engine() -> None:
+    with pytest.raises(EmbedConfigError, match=r"gevent loop engine .* mule"):
+        embedded.check_loop_engine(_uwsgi(gevent=b"20"))
+    embedded.check_loop_engine(_uwsgi())
+    embedded.check_loop_engine(_uwsgi(threads=b"4"))
+
+
 def test_drain_budget_is_the_reload_mercy_minus_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(embedded.DRAIN_TIMEOUT_ENV, raising=False)
     assert embedded.drain_budget(_uwsgi()) == 59.0
