@@ -3,10 +3,10 @@
 The dev server is a threaded Python process (a thread per connection, one SQLite connection), so
 only one of its threads runs Python at a time: it never uses more than about one core. Left free to
 run on every core, its threads still wake on different cores, and each hand-off of the interpreter
-lock between them then crosses cores. On the 2-core bench machine that overhead was 35-40% of the
-server's CPU in ``bench/celery_delay.py``'s mixed load (a client starting tasks while a worker polls
-and completes them: 1.22-1.37 s of server CPU per 1,000 tasks unpinned, 0.84-0.88 s pinned;
-bench/README.md has the command and the figures). Kept on one core, the threads take turns there.
+lock between them then crosses cores. On the 2-core bench machine that overhead was over a third
+of the server's CPU in ``bench/celery_delay.py``'s mixed load (a client starting tasks while a worker
+polls and completes them: 1.15 ms of server CPU per task unpinned, 0.70-0.74 ms pinned, in the same
+minutes; bench/README.md has the commands and the figures). Kept on one core, the threads take turns.
 
 ``--cpu auto`` (the default) pins the process to the CPU it is running on when it starts, so
 several dev servers started at once spread over the cores as the kernel placed them. ``--cpu none``
