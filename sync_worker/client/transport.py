@@ -278,8 +278,8 @@ class Transport:
             raise direct_error(exc, self.safe_url, route, method, path) from exc
         finally:
             deadlines.cancel(deadline)
-            slot.connection = None  # a late abort (the poll stopper's grace) must not reach a reused one
-            if not direct:
+            if not direct:  # (the stdlib pool detaches its connection itself, before lending it again)
+                slot.connection = None  # a late abort (the poll stopper's grace) must not reach a reused one
                 active.slot = previous
             if cancel is not None and handle is not None:
                 cancel.remove_callback(handle)
